@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` and `make test`. Both run `make setup` first.
+SHELL := /bin/bash
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+TARGET ?= engine
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test bench lint clean help
+
+help:
+	@echo "make setup   install apt packages, $(VENV) and the project (root, idempotent)"
+	@echo "make demo    setup, then the main demo on the $(TARGET) target (TARGET=bmv2 in the VM)"
+	@echo "make test    setup, then the test suite"
+	@echo "make bench   setup, then the benchmarks (figures, not pass/fail)"
+	@echo "make clean   remove leftovers of crashed runs (only what rocelab created)"
+
+setup:
+	@bash testbed/install/setup.sh
+
+demo: setup
+	$(VENV)/bin/rocelab demo --target $(TARGET)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(VENV)/bin/rocelab bench all
+
+lint:
+	bash -n testbed/install/setup.sh testbed/install/provision-vagrant.sh .ci/run
+	shellcheck testbed/install/setup.sh testbed/install/provision-vagrant.sh .ci/run
+
+clean:
+	@if [ -x $(VENV)/bin/rocelab ]; then $(VENV)/bin/rocelab clean; fi

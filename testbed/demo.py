@@ -1,0 +1,20 @@
+"""The main demo (`make demo`): boots a small Clos on the chosen target, runs a RoCE
+ring AllReduce with 5-tuple hashing and then with QPN hashing + QP scaling, and
+writes the nccl-tests-style tables, per-link load plot and pcaps under runs/."""
+import sys
+
+
+def register(sub, name, help_text):
+    p = sub.add_parser(name, help=help_text, description=__doc__)
+    p.add_argument("--target", choices=("engine", "bmv2"), default="engine")
+    p.add_argument("--out", default=None, help="output directory (default runs/demo-<time>)")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    try:
+        from testbed.net import experiment
+    except ImportError as exc:
+        print(f"rocelab demo: the Clos experiment runner is not available yet ({exc})", file=sys.stderr)
+        return 2
+    return experiment.demo(target=args.target, out=args.out)
