@@ -1,0 +1,73 @@
+"""The foundation: the rocelab command and the cleanup ledger."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from testbed import cleanup
+from testbed.cli import GROUPS
+
+ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for veths and namespaces")
+
+
+def test_help_lists_every_group():
+    out = subprocess.run([ROCELAB, "--help"], capture_output=True, text=True, check=True).stdout
+    for group in GROUPS:
+        assert group in out
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_every_group_explains_itself(group):
+    res = subprocess.run([ROCELAB, group, "--help"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "usage: rocelab " + group in res.stdout
+
+
+def _link_exists(name):
+    return os.path.exists(f"/sys/class/net/{name}")
+
+
+@root_only
+def test_clean_removes_what_a_killed_run_recorded(tmp_path):
+    """A run that dies leaves a ledger; `clean` removes exactly what it lists."""
+    veth, netns = f"rlcl{os.getpid() % 100000}", f"rlcl-ns-{os.getpid()}"
+    script = textwrap.dedent(f"""
+        import os, subprocess, time
+        from testbed.cleanup import Ledger
+        ledger = Ledger("crashtest", state_dir={str(tmp_path)!r})
+        ledger.add("link", {veth!r})
+        subprocess.run(["ip", "link", "add", {veth!r}, "type", "veth", "peer", "name", {veth + 'p'!r}], check=True)
+        ledger.add("netns", {netns!r})
+        subprocess.run(["ip", "netns", "add", {netns!r}], check=True)
+        child = subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ledger.add("pid", child.pid)
+        print(child.pid, flush=True)
+        os._exit(9)   # crash without any teardown
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert res.returncode == 9, res.stderr
+    sleeper = int(res.stdout.strip())
+    try:
+        assert _link_exists(veth) and os.path.exists(f"/run/netns/{netns}")
+        assert cleanup.pid_alive(sleeper)
+        removed = cleanup.clean(state_dir=tmp_path)
+        assert f"link {veth}" in removed and f"netns {netns}" in removed and f"process {sleeper}" in removed
+        assert not _link_exists(veth) and not os.path.exists(f"/run/netns/{netns}")
+        assert not cleanup.pid_alive(sleeper) or open(f"/proc/{sleeper}/stat").read().split()[2] == "Z"
+        assert list(tmp_path.glob("*.json")) == []
+    finally:
+        subprocess.run(["ip", "link", "del", veth], stderr=subprocess.DEVNULL)
+        subprocess.run(["ip", "netns", "del", netns], stderr=subprocess.DEVNULL)
+
+
+def test_clean_leaves_live_runs_and_reused_pids_alone(tmp_path):
+    ledger = cleanup.Ledger("live", state_dir=tmp_path)
+    # our own PID is alive: a live run is not "stale"
+    assert cleanup.stale_ledgers(tmp_path) == []
+    # a recorded PID whose start time differs is someone else's process now: not killed
+    ledger.entries["pid"].append({"name": os.getpid(), "start": -1})
+    assert cleanup._remove_entries(ledger.entries) == []
+    ledger.close()
