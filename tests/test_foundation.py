@@ -71,3 +71,28 @@ def test_clean_leaves_live_runs_and_reused_pids_alone(tmp_path):
     ledger.entries["pid"].append({"name": os.getpid(), "start": -1})
     assert cleanup._remove_entries(ledger.entries) == []
     ledger.close()
+
+
+SCRIPTS = ["testbed/install/setup.sh", "testbed/install/provision-vagrant.sh", ".ci/run"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_install_scripts_parse(script):
+    from testbed import REPO_ROOT
+    subprocess.run(["bash", "-n", str(REPO_ROOT / script)], check=True)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("shellcheck"), reason="shellcheck not installed")
+def test_install_scripts_pass_shellcheck():
+    from testbed import REPO_ROOT
+    res = subprocess.run(["shellcheck", *SCRIPTS], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout
+
+
+def test_setup_refuses_non_root():
+    from testbed import REPO_ROOT
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                          "bash", str(REPO_ROOT / "testbed/install/setup.sh")],
+                         capture_output=True, text=True)
+    assert res.returncode == 1
+    assert "must run as root" in res.stderr
