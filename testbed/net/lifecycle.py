@@ -1,0 +1,145 @@
+"""Signals and teardown: whatever happens, a run leaves no namespaces, veths or processes.
+
+Three rules make that true:
+
+* every resource is written into the run's :class:`testbed.cleanup.Ledger` before it is
+  created (a process right after it is spawned, with SIGINT/SIGTERM held back so the
+  spawn and the record cannot be split) -- so `rocelab clean` can finish a killed run;
+* SIGTERM and SIGHUP become an exception (:class:`Terminated`) like Ctrl-C's
+  KeyboardInterrupt, so the ``finally`` that tears down always runs;
+* teardown kills every process still inside a host namespace we created (found by the
+  namespace's inode, never by name), so a namespace cannot outlive the run.
+"""
+import contextlib
+import os
+import signal
+import threading
+import time
+
+from testbed.cleanup import pid_alive
+
+_DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: unwind exactly like Ctrl-C does."""
+
+
+def _in_main_thread():
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Hold SIGINT/SIGTERM/SIGHUP back for a short window (spawn + record, teardown).
+
+    A signal that arrives meanwhile is delivered when the window closes, so the
+    interruption still happens -- just not between creating something and writing it
+    down."""
+    if not _in_main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def termination_as_exception():
+    """Inside this block SIGTERM/SIGHUP raise :class:`Terminated` in the main thread."""
+    if not _in_main_thread():
+        yield
+        return
+
+    def raise_terminated(signum, _frame):
+        raise Terminated(f"received {signal.Signals(signum).name}")
+
+    previous = {s: signal.signal(s, raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    # Ctrl-C must raise even if a caller (e.g. a test runner) changed its handler.
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def netns_id(pid):
+    """The network namespace of `pid` as 'net:[inode]', or None if it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def pids_in_netns(ns):
+    """Every process whose network namespace is `ns` (as returned by :func:`netns_id`)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and netns_id(entry) == ns:
+            found.append(int(entry))
+    return found
+
+
+def _root_namespaces():
+    return {netns_id(1), netns_id(os.getpid())}
+
+
+def stop_process(proc, timeout=2.0):
+    """SIGTERM, then SIGKILL after `timeout`; reaps it if it is our child.
+
+    `proc` is a subprocess.Popen or a PID."""
+    pid = proc if isinstance(proc, int) else proc.pid
+    if isinstance(proc, int):
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while pid_alive(pid) and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.02)
+        if pid_alive(pid):
+            _signal(pid, signal.SIGKILL)
+            _reap(pid, block=True)
+        return
+    if proc.poll() is not None:
+        return
+    _signal(pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except Exception:  # subprocess.TimeoutExpired
+        _signal(pid, signal.SIGKILL)
+        proc.wait()
+
+
+def kill_namespace(ns, leader=None):
+    """SIGKILL every process inside network namespace `ns` (never the root one)."""
+    if ns is None or ns in _root_namespaces():
+        return 0
+    killed = 0
+    for _ in range(5):  # processes may fork while we kill: repeat until none is left
+        pids = pids_in_netns(ns)
+        if not pids:
+            break
+        for pid in pids:
+            if _signal(pid, signal.SIGKILL):
+                killed += 1
+        for pid in pids:
+            _reap(pid, block=(pid == leader))
+        time.sleep(0.01)
+    return killed
+
+
+def _signal(pid, signum):
+    try:
+        os.kill(pid, signum)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _reap(pid, block=False):
+    try:
+        os.waitpid(pid, 0 if block else os.WNOHANG)
+    except ChildProcessError:
+        pass
