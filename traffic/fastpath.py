@@ -59,7 +59,14 @@ class FrameTemplate:
         self.ip_sum = sum(struct.unpack("!10H", hdr))
         self._crc_slot = self.length - 4
 
-    def render(self, psn, ip_id, ackreq=0, va=None, imm=None):
+    def render_ext(self, psn, ip_id, ext):
+        """Patch PSN, IP id and the bytes right after the BTH (AETH, CTS payload); returns the frame."""
+        end = EXT_OFF + len(ext)
+        self.frame[EXT_OFF:end] = ext
+        self.masked[EXT_OFF - MASK_SHIFT:end - MASK_SHIFT] = ext
+        return self.render(psn, ip_id)
+
+    def render(self, psn, ip_id, ackreq=0, va=None, imm=None, dma_len=None):
         """Patch the frame for one packet and return it (the same bytearray, reused)."""
         f = self.frame
         m = self.masked
@@ -75,6 +82,9 @@ class FrameTemplate:
         if va is not None and self.has_reth:
             _U64.pack_into(f, EXT_OFF, va)
             _U64.pack_into(m, EXT_OFF - MASK_SHIFT, va)
+            if dma_len is not None:
+                _U32.pack_into(f, EXT_OFF + 12, dma_len)
+                _U32.pack_into(m, EXT_OFF + 12 - MASK_SHIFT, dma_len)
         if imm is not None and self.imm_off is not None:
             _U32.pack_into(f, self.imm_off, imm)
             _U32.pack_into(m, self.imm_off - MASK_SHIFT, imm)
@@ -111,7 +121,7 @@ def mac_text(raw):
 
 
 def parse_roce(frame):
-    """(src_ip, ecn, ip_id, opcode, becn, dqpn, ackreq, psn, bth_end, padcount) for an IPv4 RoCEv2 frame.
+    """(src_ip, ecn, opcode, padcount, becn, dqpn, ackreq, psn, bth_end) of an IPv4 RoCEv2 frame.
 
     The BPF filter has already checked EtherType, protocol and port; this only
     reads fixed offsets (the IP header length is honoured).
