@@ -1,0 +1,227 @@
+"""The switch programmer: installs and removes TE overrides, reads counters.
+
+The TE service talks to an :class:`OverrideProgrammer`; three exist:
+
+* :class:`DryRunProgrammer` keeps overrides in memory (tests, `--programmer dry-run`,
+  and what-if runs with no fabric behind the app);
+* :class:`FabricProgrammer` adapts ``testbed.control.FabricController`` (P4Runtime to
+  the leaves: the override table, per-port and per-override counters);
+* :class:`NativeProgrammer` wraps either so that every call runs on the native worker
+  thread (:mod:`testbed.te.native`): under Ryu, gRPC must never run in a green thread.
+
+Counters come back normalised to :class:`CounterSample`: cumulative bytes per
+directed link (a port's tx bytes) and per demand key, whatever the controller's own
+dict layout is; rates are the collector's business.
+"""
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+from testbed.te.engine import DemandKey
+
+
+@dataclass
+class CounterSample:
+    at: float  # time.monotonic() of the read
+    port_tx_bytes: Dict[Tuple[str, int], int] = field(default_factory=dict)
+    demand_bytes: Dict[DemandKey, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Override:
+    leaf: str
+    ingress_port: int
+    dst_prefix: str
+    egress_port: int
+
+    @property
+    def key(self):
+        return DemandKey(self.leaf, self.ingress_port, self.dst_prefix)
+
+    def as_dict(self):
+        return {"leaf": self.leaf, "ingress_port": self.ingress_port,
+                "dst_prefix": self.dst_prefix, "egress_port": self.egress_port}
+
+
+class ProgrammerError(RuntimeError):
+    """A switch refused or could not be reached; the message names switch and entry."""
+
+
+class OverrideProgrammer:
+    def add(self, override: Override): raise NotImplementedError
+    def remove(self, override: Override): raise NotImplementedError
+    def installed(self): raise NotImplementedError  # -> list[Override] as the switches hold them
+    def read_counters(self) -> CounterSample: raise NotImplementedError
+    def close(self): pass
+
+
+class DryRunProgrammer(OverrideProgrammer):
+    """Overrides in memory; counters are whatever :meth:`feed` last supplied."""
+
+    def __init__(self):
+        self.entries: Dict[DemandKey, Override] = {}
+        self.calls = []  # (operation, override, thread ident): tests check who called
+        self._sample = CounterSample(time.monotonic())
+
+    def _record(self, op, ov):
+        import threading  # the real module's identity is all that is read here
+        self.calls.append((op, ov, threading.get_ident()))
+
+    def add(self, override):
+        self._record("add", override)
+        self.entries[override.key] = override
+
+    def remove(self, override):
+        self._record("remove", override)
+        self.entries.pop(override.key, None)
+
+    def installed(self):
+        return list(self.entries.values())
+
+    def feed(self, port_tx_bytes=None, demand_bytes=None):
+        self._sample = CounterSample(time.monotonic(), dict(port_tx_bytes or {}), dict(demand_bytes or {}))
+
+    def read_counters(self):
+        return CounterSample(time.monotonic(), dict(self._sample.port_tx_bytes), dict(self._sample.demand_bytes))
+
+
+class NativeProgrammer(OverrideProgrammer):
+    """Forwards every call to `inner` on a native worker thread."""
+
+    def __init__(self, inner: OverrideProgrammer, worker=None, timeout=30.0):
+        from testbed.te.native import NativeWorker
+        self.inner = inner
+        self.worker = worker or NativeWorker()
+        self.timeout = timeout
+
+    def add(self, override):
+        return self.worker.call(self.inner.add, override, timeout=self.timeout)
+
+    def remove(self, override):
+        return self.worker.call(self.inner.remove, override, timeout=self.timeout)
+
+    def installed(self):
+        return self.worker.call(self.inner.installed, timeout=self.timeout)
+
+    def read_counters(self):
+        return self.worker.call(self.inner.read_counters, timeout=self.timeout)
+
+    def close(self):
+        try:
+            self.worker.call(self.inner.close, timeout=self.timeout)
+        finally:
+            self.worker.close()
+
+
+class FabricProgrammer(OverrideProgrammer):
+    """Adapter to ``testbed.control.FabricController`` (built and used in one native thread)."""
+
+    def __init__(self, clos, controller=None):
+        if controller is None:
+            try:
+                from testbed.control import FabricController
+            except ImportError as exc:
+                raise ProgrammerError("the fabric controller (testbed.control) is not available in "
+                                      f"this build ({exc}); run with --programmer dry-run") from None
+            controller = FabricController(clos)
+            controller.connect()
+        self.clos = clos
+        self.controller = controller
+
+    def add(self, override):
+        try:
+            self.controller.add_te_override(override.leaf, override.ingress_port, override.dst_prefix,
+                                            override.egress_port)
+        except Exception as exc:
+            raise ProgrammerError(f"{override.leaf}: cannot install override {override.as_dict()}: {exc}") from exc
+
+    def remove(self, override):
+        try:
+            self.controller.remove_te_override(override.leaf, override.ingress_port, override.dst_prefix)
+        except Exception as exc:
+            raise ProgrammerError(f"{override.leaf}: cannot remove override {override.as_dict()}: {exc}") from exc
+
+    def installed(self):
+        return [_override_from(entry) for entry in _iter_entries(self.controller.te_overrides())]
+
+    def read_counters(self):
+        raw = self.controller.read_counters()
+        return normalize_counters(raw, time.monotonic())
+
+    def close(self):
+        close = getattr(self.controller, "close", None)
+        if close:
+            close()
+
+
+# --- tolerant readers of the controller's plain dicts ---------------------------------
+
+def _iter_entries(raw):
+    """Override entries as dicts, from a list of dicts/tuples or a {switch: [...]} dict."""
+    if isinstance(raw, dict):
+        for leaf, entries in raw.items():
+            for entry in entries:
+                entry = dict(entry) if isinstance(entry, dict) else _tuple_entry(entry)
+                entry.setdefault("leaf", leaf)
+                yield entry
+    else:
+        for entry in raw or ():
+            yield dict(entry) if isinstance(entry, dict) else _tuple_entry(entry)
+
+
+def _tuple_entry(t):
+    names = ("leaf", "ingress_port", "dst_prefix", "egress_port", "packets", "bytes")
+    return dict(zip(names, t))
+
+
+def _override_from(entry):
+    return Override(entry.get("leaf") or entry.get("switch"), int(entry["ingress_port"]),
+                    str(entry["dst_prefix"]), int(entry.get("egress_port", entry.get("port", 0))))
+
+
+def normalize_counters(raw, at=None) -> CounterSample:
+    """Turn ``read_counters()`` output into a :class:`CounterSample`.
+
+    Accepts ``{switch: {"ports": {port: {"tx_bytes": n, ...}}, "te_overrides":
+    [{"ingress_port", "dst_prefix", "bytes"}, ...]}}`` and the variants where ports map
+    to per-priority dicts (summed) or overrides are keyed by ``(ingress_port, prefix)``.
+    """
+    sample = CounterSample(time.monotonic() if at is None else at)
+    for switch, counters in (raw or {}).items():
+        ports = counters.get("ports", {}) if isinstance(counters, dict) else {}
+        for port, value in ports.items():
+            sample.port_tx_bytes[(switch, int(port))] = _tx_bytes(value)
+        overrides = counters.get("te_overrides", counters.get("te_override_hits", []))
+        if isinstance(overrides, dict):
+            overrides = [dict(v, ingress_port=k[0], dst_prefix=k[1]) if isinstance(v, dict)
+                         else {"ingress_port": k[0], "dst_prefix": k[1], "bytes": v}
+                         for k, v in overrides.items()]
+        for entry in overrides:
+            key = DemandKey(switch, int(entry["ingress_port"]), str(entry["dst_prefix"]))
+            sample.demand_bytes[key] = sample.demand_bytes.get(key, 0) + int(entry.get("bytes", 0))
+        for entry in counters.get("demands", []) if isinstance(counters, dict) else []:
+            key = DemandKey(switch, int(entry["ingress_port"]), str(entry["dst_prefix"]))
+            sample.demand_bytes[key] = max(sample.demand_bytes.get(key, 0), int(entry.get("bytes", 0)))
+    return sample
+
+
+def _tx_bytes(value):
+    if isinstance(value, (int, float)):
+        return int(value)
+    if "tx_bytes" in value:
+        return int(value["tx_bytes"])
+    # per-priority layout: {priority: {"tx_bytes": n}}
+    return sum(_tx_bytes(v) for v in value.values() if isinstance(v, dict))
+
+
+def make_programmer(kind, clos) -> OverrideProgrammer:
+    """`kind` is "dry-run" or "p4runtime"; the result is always safe to call from green threads."""
+    if kind == "dry-run":
+        return NativeProgrammer(DryRunProgrammer())
+    if kind == "p4runtime":
+        from testbed.te.native import NativeWorker
+        worker = NativeWorker()
+        # The controller's gRPC channels are created on the worker too: they belong to it.
+        inner = worker.call(FabricProgrammer, clos, timeout=60.0)
+        return NativeProgrammer(inner, worker)
+    raise ProgrammerError(f"unknown programmer {kind!r} (choose dry-run or p4runtime)")

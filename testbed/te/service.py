@@ -1,0 +1,336 @@
+"""The TE service: collector + CSPF engine + switch programmer, and the state they share.
+
+Framework-free on purpose: the Ryu app (:mod:`testbed.te.app`) is a thin REST and
+timer shell around one :class:`TEService`, and tests drive the service directly.
+
+Overrides have an origin. ``cspf`` ones are recomputed on every run: the run installs
+what the new plan adds, changes what it moves and removes what it no longer wants.
+``manual`` ones (REST) stay until removed and CSPF works around them. On a link or
+switch failure every installed override whose path crosses the failure is removed at
+once, so the switches' default ECMP routes carry its traffic; CSPF ones are placed
+again on the next run (their demand is remembered for a few intervals even though the
+removed entry no longer counts it), manual ones come back when their path is up.
+"""
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+from testbed.te.collector import DemandHints, OperstateWatcher, RateMeter, traffic_matrix
+from testbed.te.engine import DemandKey, cspf, utilization
+from testbed.te.programmer import Override, ProgrammerError
+from testbed.te.topology import FabricError, FabricGraph
+
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.2, 3600.0
+
+
+@dataclass
+class Active:
+    override: Override
+    origin: str  # "cspf" or "manual"
+    rate_mbps: float = 0.0
+
+
+class TEService:
+    def __init__(self, clos, programmer, interval_s=5.0, min_rate_mbps=0.01, lock=None,
+                 watch_operstate=True, worker=None, remember_intervals=3):
+        self.clos = clos
+        self.graph = FabricGraph(clos)
+        self.programmer = programmer
+        self.worker = worker or getattr(programmer, "worker", None)
+        self.interval_s = self._check_interval(interval_s)
+        self.min_rate_mbps = min_rate_mbps
+        self.remember_intervals = remember_intervals
+        self.lock = lock or threading.RLock()
+        self.meter = RateMeter()
+        self.hints = DemandHints()
+        self.watcher = OperstateWatcher(clos) if watch_operstate else None
+        self.active: Dict[DemandKey, Active] = {}
+        self.manual: Dict[DemandKey, Override] = {}
+        self.remembered: Dict[DemandKey, tuple] = {}  # key -> (rate, monotonic time seen)
+        self.plan = None
+        self.runs = 0
+        self.last_run: Optional[dict] = None
+        self.last_run_at = None
+        self.events = deque(maxlen=200)
+
+    # --- helpers ---
+    def _log(self, kind, **detail):
+        self.events.append(dict(detail, event=kind, time=round(time.time(), 3)))
+
+    @staticmethod
+    def _check_interval(seconds):
+        try:
+            seconds = float(seconds)
+        except (TypeError, ValueError):
+            raise FabricError(f"interval must be a number of seconds (got {seconds!r})") from None
+        if not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
+            raise FabricError(f"interval {seconds:g} s is out of range "
+                              f"({MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g} s)")
+        return seconds
+
+    def _key(self, leaf, ingress_port, dst_prefix):
+        """Validate an override key; returns it with the destination leaf."""
+        self.graph.leaf(leaf)
+        try:
+            ingress_port = int(ingress_port)
+        except (TypeError, ValueError):
+            raise FabricError(f"ingress_port must be a port number (got {ingress_port!r})") from None
+        if ingress_port not in self.graph.host_ports(leaf):
+            raise FabricError(f"{leaf} port {ingress_port} is not a host-facing port "
+                              f"(host ports: {self.graph.host_ports(leaf)})")
+        dst_leaf = self.graph.leaf_for_prefix(str(dst_prefix))
+        if dst_leaf == leaf:
+            raise FabricError(f"{dst_prefix} is local to {leaf}: its traffic never takes an uplink")
+        import ipaddress
+        return DemandKey(leaf, ingress_port, str(ipaddress.ip_network(str(dst_prefix)))), dst_leaf
+
+    def _path(self, override):
+        return self.graph.path_fractions(override.leaf, override.egress_port,
+                                         self.graph.leaf_for_prefix(override.dst_prefix))
+
+    def _install(self, override, origin, rate=0.0):
+        old = self.active.get(override.key)
+        if old and old.override == override:
+            old.origin, old.rate_mbps = origin, rate
+            return False
+        if old:
+            self.programmer.remove(old.override)
+            del self.active[override.key]
+        self.programmer.add(override)
+        self.active[override.key] = Active(override, origin, rate)
+        return True
+
+    def _withdraw(self, key, why):
+        act = self.active.pop(key, None)
+        if act is None:
+            return None
+        self.programmer.remove(act.override)
+        self._log("withdrawn", reason=why, origin=act.origin, **act.override.as_dict())
+        if act.origin == "cspf" and act.rate_mbps > 0:
+            self.remembered[key] = (act.rate_mbps, time.monotonic())
+        return act.override
+
+    def _withdraw_broken(self, why):
+        """Remove every installed override whose path is no longer up; returns them."""
+        broken = [key for key, act in self.active.items() if self._path(act.override) is None]
+        return [self._withdraw(key, why).as_dict() for key in broken]
+
+    # --- link and switch events ---
+    def link_event(self, switch, port, up):
+        with self.lock:
+            return self._link_event(switch, port, up)
+
+    def _link_event(self, switch, port, up):
+        ends = self.graph.set_link(switch, port, up)
+        self._log("link_up" if up else "link_down", switch=switch, port=int(port))
+        withdrawn = [] if up else self._withdraw_broken(f"link {switch}:{port} down")
+        return {"link": [f"{s}:{p}" for s, p in ends], "up": bool(up), "withdrawn": withdrawn}
+
+    def switch_event(self, switch, up):
+        with self.lock:
+            self.graph.set_switch(switch, up)
+            self._log("switch_up" if up else "switch_down", switch=switch)
+            withdrawn = [] if up else self._withdraw_broken(f"switch {switch} down")
+            return {"switch": switch, "up": bool(up), "withdrawn": withdrawn}
+
+    def poll_links(self):
+        """Apply link changes seen in the host's interface state (booted fabric only)."""
+        if not self.watcher:
+            return []
+        with self.lock:
+            return [self._link_event(s, p, up) for s, p, up in self.watcher.poll()]
+
+    # --- manual overrides ---
+    def add_manual(self, leaf, ingress_port, dst_prefix, egress_port):
+        with self.lock:
+            key, dst_leaf = self._key(leaf, ingress_port, dst_prefix)
+            try:
+                egress_port = int(egress_port)
+            except (TypeError, ValueError):
+                raise FabricError(f"egress_port must be a port number (got {egress_port!r})") from None
+            if egress_port not in self.graph.uplinks(leaf):
+                raise FabricError(f"{leaf} port {egress_port} is not an uplink (uplinks: {self.graph.uplinks(leaf)})")
+            override = Override(key.leaf, key.ingress_port, key.dst_prefix, egress_port)
+            if self._path(override) is None:
+                raise FabricError(f"{leaf} port {egress_port} has no working path to {dst_leaf} "
+                                  "(a link or switch on it is down)")
+            self.manual[key] = override
+            self._install(override, "manual", self._rate_of(key))
+            self._log("manual_add", **override.as_dict())
+            return override.as_dict()
+
+    def remove_override(self, leaf, ingress_port, dst_prefix):
+        """Remove the override for this key, manual or CSPF (CSPF may place it again)."""
+        with self.lock:
+            key, _ = self._key(leaf, ingress_port, dst_prefix)
+            had_manual = self.manual.pop(key, None) is not None
+            removed = self._withdraw(key, "removed over REST")
+            if removed is None and not had_manual:
+                raise FabricError(f"no override for {leaf} port {key.ingress_port} -> {key.dst_prefix}")
+            return {"removed": removed.as_dict() if removed else None, "was_manual": had_manual}
+
+    # --- demands ---
+    def add_hint(self, leaf, ingress_port, dst_prefix, rate_mbps, ttl_s=None):
+        with self.lock:
+            key, _ = self._key(leaf, ingress_port, dst_prefix)
+            try:
+                rate = float(rate_mbps)
+                ttl = None if ttl_s is None else float(ttl_s)
+            except (TypeError, ValueError):
+                raise FabricError(f"rate_mbps/ttl_s must be numbers (got {rate_mbps!r}, {ttl_s!r})") from None
+            if rate < 0 or (ttl is not None and ttl <= 0):
+                raise FabricError("rate_mbps must be >= 0 and ttl_s > 0")
+            self.hints.set(key, rate, ttl)
+            return dict(key.as_dict(), rate_mbps=rate, ttl_s=ttl)
+
+    def remove_hint(self, leaf, ingress_port, dst_prefix):
+        with self.lock:
+            key, _ = self._key(leaf, ingress_port, dst_prefix)
+            if not self.hints.remove(key):
+                raise FabricError(f"no demand hint for {leaf} port {key.ingress_port} -> {key.dst_prefix}")
+            return key.as_dict()
+
+    def _rate_of(self, key):
+        return max(self.meter.demand_mbps.get(key, 0.0), self.hints.current().get(key, 0.0))
+
+    def demands(self):
+        with self.lock:
+            return self._demands()
+
+    def _demands(self):
+        measured = dict(self.meter.demand_mbps)
+        horizon = self.remember_intervals * self.interval_s
+        now = time.monotonic()
+        for key, (rate, seen) in list(self.remembered.items()):
+            if now - seen > horizon:
+                del self.remembered[key]
+            elif key not in measured or measured[key] <= 0:
+                measured[key] = rate
+        return traffic_matrix(self.graph, measured, self.hints.current(), self.min_rate_mbps)
+
+    # --- the optimization run ---
+    def collect(self):
+        sample = self.programmer.read_counters()
+        self.meter.update(sample)
+        for key, rate in self.meter.demand_mbps.items():
+            if rate > self.min_rate_mbps:
+                self.remembered[key] = (rate, time.monotonic())
+
+    def optimize(self, reason="requested"):
+        with self.lock:
+            return self._optimize(reason)
+
+    def _optimize(self, reason):
+        started = time.monotonic()
+        errors = []
+        try:
+            self.collect()
+        except Exception as exc:  # a run without fresh counters still honours hints and failures
+            errors.append(f"counter read failed: {exc}")
+        self._withdraw_broken("path down at run start")
+        demands = self._demands()
+        pinned = []
+        for key, override in self.manual.items():
+            if self._path(override) is not None:
+                pinned.append((key, self._rate_of(key), override.egress_port))
+        self.plan = cspf(self.graph, demands, pinned)
+        desired = {}
+        for key, placement in self.plan.placements.items():
+            origin = "manual" if placement.pinned else "cspf"
+            desired[key] = (Override(key.leaf, key.ingress_port, key.dst_prefix, placement.uplink),
+                            origin, placement.rate_mbps)
+        installed, removed = [], []
+        for key in [k for k in self.active if k not in desired]:
+            removed.append(self._withdraw(key, "no longer in the plan").as_dict())
+        for key, (override, origin, rate) in sorted(desired.items(), key=lambda kv: kv[1][0].as_dict()["leaf"]):
+            try:
+                if self._install(override, origin, rate):
+                    installed.append(dict(override.as_dict(), origin=origin))
+            except ProgrammerError as exc:
+                errors.append(str(exc))
+        self.runs += 1
+        self.last_run_at = time.monotonic()
+        self.last_run = {
+            "run": self.runs, "reason": reason, "demands": len(demands),
+            "placed": len(self.plan.placements), "unroutable": [k.as_dict() for k in self.plan.unroutable],
+            "over_capacity": [p.key.as_dict() for p in self.plan.placements.values() if not p.fits],
+            "installed": installed, "removed": removed,
+            "max_utilization_planned": round(self.plan.max_utilization(self.graph), 6),
+            "errors": errors, "took_ms": round((time.monotonic() - started) * 1000, 3),
+        }
+        self._log("optimized", run=self.runs, reason=reason, installed=len(installed), removed=len(removed))
+        return self.last_run
+
+    def tick(self):
+        """Called often by the app's timer: link polling, and a run when the interval is up."""
+        self.poll_links()
+        with self.lock:
+            due = self.last_run_at is None or time.monotonic() - self.last_run_at >= self.interval_s
+            if due:
+                return self._optimize("interval")
+        return None
+
+    # --- views for the REST API ---
+    def set_interval(self, seconds):
+        with self.lock:
+            self.interval_s = self._check_interval(seconds)
+            return {"interval_s": self.interval_s}
+
+    def placements(self):
+        with self.lock:
+            out = []
+            for key, act in sorted(self.active.items(), key=lambda kv: (kv[0].leaf, kv[0].ingress_port, kv[0].dst_prefix)):
+                d = dict(act.override.as_dict(), origin=act.origin, rate_mbps=round(act.rate_mbps, 6))
+                d["via"] = self.graph.links[(key.leaf, act.override.egress_port)].dst
+                path = self._path(act.override) or {}
+                d["path"] = [self.graph.links[ref].name for ref in sorted(path)]
+                out.append(d)
+            suspended = [dict(o.as_dict(), origin="manual") for k, o in self.manual.items() if k not in self.active]
+            return {"placements": out, "suspended_manual": suspended}
+
+    def utilization(self):
+        with self.lock:
+            planned = self.plan.loads if self.plan else {}
+            measured = self.meter.link_mbps
+            util = utilization(self.graph, planned)
+            links = []
+            for link in sorted(self.graph.links.values(), key=lambda l: l.ref):
+                ref = link.ref
+                entry = {"link": link.name, "switch": link.src, "port": link.src_port, "kind": link.kind,
+                         "capacity_mbps": link.capacity_mbps, "up": self.graph.is_up(ref)}
+                if ref in measured:
+                    entry["measured_mbps"] = round(measured[ref], 6)
+                    entry["measured_utilization"] = round(measured[ref] / link.capacity_mbps, 6)
+                if ref in util:
+                    entry["planned_mbps"] = round(planned.get(ref, 0.0), 6)
+                    entry["planned_utilization"] = round(util[ref], 6)
+                links.append(entry)
+            return {"links": links,
+                    "max_planned_utilization": round(max(util.values(), default=0.0), 6),
+                    "max_measured_utilization": round(max(
+                        (e["measured_utilization"] for e in links if "measured_utilization" in e and e["kind"] != "host"),
+                        default=0.0), 6)}
+
+    def status(self):
+        with self.lock:
+            return {"interval_s": self.interval_s, "runs": self.runs, "last_run": self.last_run,
+                    "overrides": len(self.active), "manual": len(self.manual),
+                    "down_ports": sorted(f"{s}:{p}" for s, p in self.graph.down_ports),
+                    "down_switches": sorted(self.graph.down_switches),
+                    "events": list(self.events)[-20:]}
+
+    def probe_switches(self, switches=None, timeout_s=2.0):
+        """P4Runtime Capabilities of each switch, called on the native worker."""
+        from testbed.te.native import NativeWorker
+        from testbed.te.p4rt_probe import probe_all
+        for name in switches or ():
+            self.graph.switch(name)
+        if self.worker is None:
+            self.worker = NativeWorker()
+        count = len(switches or self.clos.switches)
+        return self.worker.call(probe_all, self.clos, switches, timeout_s, timeout=timeout_s * count + 5)
+
+    def close(self):
+        self.programmer.close()
