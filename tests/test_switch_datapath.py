@@ -1,64 +1,14 @@
 """The switch data path with a fake pipeline over socketpairs: queues, shaping, PFC, robustness."""
 import os
 import random
-import socket
 import time
 
 import pytest
 
-from switch_fake_engine import FakePipeline, frame_tag, ipv4_frame, trailer
+from switch_fake_engine import FakePipeline, SocketPort, frame_tag, ipv4_frame, trailer
 from testbed.switch import pfc
 from testbed.switch.datapath import Switch
 from testbed.switch.pcap import PortCaptures, read_pcap
-
-
-class SocketPort:
-    """A port whose 'wire' is a datagram socketpair: the test holds the far end."""
-
-    def __init__(self, number):
-        self.number = number
-        self.iface = f"fake{number}"
-        self.sock, self.peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setblocking(False)
-        self.peer.settimeout(5)
-        self.fd = self.sock.fileno()
-        self.recv = self.sock.recv
-
-    def send(self, frame):
-        try:
-            self.sock.send(frame)
-        except BlockingIOError:
-            pass     # nobody reading the far end: the frame is lost, as on a wire
-
-    def close(self):
-        self.sock.close()
-        self.peer.close()
-
-    def receive_timed(self, count, within=2.0):
-        """{tag: seconds after the call} for up to `count` frames."""
-        start = time.perf_counter()
-        arrivals = {}
-        while len(arrivals) < count:
-            left = within - (time.perf_counter() - start)
-            if left <= 0:
-                break
-            self.peer.settimeout(left)
-            try:
-                frame = self.peer.recv(65536)
-            except socket.timeout:
-                break
-            arrivals[frame_tag(frame)] = time.perf_counter() - start
-        return arrivals
-
-    def receive_all(self, wait=0.3):
-        self.peer.settimeout(wait)
-        got = []
-        try:
-            while True:
-                got.append(self.peer.recv(65536))
-                self.peer.settimeout(0.1)
-        except socket.timeout:
-            return got
 
 
 @pytest.fixture

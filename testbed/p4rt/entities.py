@@ -1,0 +1,609 @@
+"""Write and Read of P4Runtime entities against an engine Pipeline.
+
+Translates P4Info ids to engine names and byte strings to ints (and back),
+validates what the spec asks servers to validate, and maps engine errors to
+canonical codes. Packet replication (multicast groups, clone sessions) and
+digest configuration are kept here too, since the engine only takes them
+write-only.
+"""
+from google.rpc import code_pb2
+
+from p4.v1 import p4data_pb2, p4runtime_pb2
+
+from testbed.p4rt import engine_api as E
+from testbed.p4rt.errors import P4RuntimeError, from_table_error, invalid, not_found, unimplemented
+from testbed.p4rt.p4info import decode_int, encode_int
+
+Update = p4runtime_pb2.Update
+INSERT, MODIFY, DELETE = Update.INSERT, Update.MODIFY, Update.DELETE
+OP_NAMES = {INSERT: "INSERT", MODIFY: "MODIFY", DELETE: "DELETE"}
+
+
+def _key_form(key):
+    """A comparable form of an engine key object (engine classes or the stand-ins)."""
+    if key is None:
+        return None
+    kind = type(key).__name__
+    if kind == "Lpm":
+        return (kind, key.value, key.prefix_len)
+    if kind == "Ternary":
+        return (kind, key.value, key.mask)
+    if kind == "Range":
+        return (kind, key.low, key.high)
+    return (kind, key.value)
+
+
+def _items(collection):
+    """(id, value) pairs from a dict, a list of pairs, or objects with an .id."""
+    if isinstance(collection, dict):
+        return list(collection.items())
+    out = []
+    for item in collection:
+        if isinstance(item, tuple) and len(item) == 2:
+            out.append(item)
+        else:
+            out.append((item.id, item))
+    return out
+
+
+class DeviceState:
+    """What the server keeps besides the pipeline: PRE entries and digest configs."""
+
+    def __init__(self):
+        self.multicast_groups = {}     # id -> MulticastGroupEntry
+        self.clone_sessions = {}       # id -> CloneSessionEntry
+        self.digest_configs = {}       # digest id -> DigestEntry
+
+
+class EntityHandler:
+    def __init__(self, index, pipeline, state, lock):
+        self.index = index
+        self.pipeline = pipeline
+        self.state = state
+        self.lock = lock
+
+    # == Write ================================================================
+    def write(self, update):
+        kind = update.entity.WhichOneof("entity")
+        if update.type not in OP_NAMES:
+            raise invalid(f"update type {update.type} is not INSERT, MODIFY or DELETE")
+        handler = getattr(self, f"_write_{kind}", None) if kind else None
+        if handler is None:
+            raise unimplemented(f"writing {kind or 'an empty entity'} is not supported")
+        with self.lock:
+            try:
+                handler(update.type, getattr(update.entity, kind))
+            except E.TableError as exc:
+                raise from_table_error(exc) from None
+            except (KeyError, IndexError, ValueError) as exc:
+                raise invalid(f"{kind}: {exc}") from None
+
+    # -- tables --
+    def _engine(self, collection, name, kind):
+        try:
+            return getattr(self.pipeline, collection)[name]
+        except KeyError:
+            raise not_found(f"{kind} {name!r} is in the P4Info but not in the loaded program") from None
+
+    def _write_table_entry(self, op, te):
+        info = self.index.table(te.table_id)
+        table = self._engine("tables", info.name, "table")
+        if te.is_default_action:
+            if op != MODIFY:
+                raise invalid(f"table {info.name}: the default entry can only be modified, not {OP_NAMES[op]}")
+            if te.match:
+                raise invalid(f"table {info.name}: a default entry has no match fields")
+            if info.const_default_action_id:
+                raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name}: the default action is const")
+            kind = te.action.WhichOneof("type") if te.HasField("action") else None
+            if kind is None:
+                table.reset_default()
+            elif kind == "action":
+                table.set_default(self._action_call(info, te.action.action, default=True))
+            else:
+                raise invalid(f"table {info.name}: a default entry takes a direct action, not {kind}")
+            return
+        if info.is_const:
+            raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has const entries")
+        keys = self._keys(info, te.match)
+        priority = self._priority(info, te.priority)
+        if op == DELETE:
+            table.delete(keys, priority=priority)
+            return
+        if not te.HasField("action"):
+            raise invalid(f"table {info.name}: {OP_NAMES[op]} needs an action")
+        action = self._table_action(info, te.action)
+        if op == INSERT:
+            table.insert(keys, action, priority=priority)
+        else:
+            table.modify(keys, action, priority=priority)
+        if te.HasField("counter_data"):
+            self._set_entry(table, info, keys, priority, "counter",
+                            (te.counter_data.packet_count, te.counter_data.byte_count))
+        if te.HasField("meter_config"):
+            c = te.meter_config
+            self._set_entry(table, info, keys, priority, "meter_config", (c.cir, c.cburst, c.pir, c.pburst))
+
+    def _keys(self, info, matches):
+        keys = [None] * len(info.match_fields)
+        for fm in matches:
+            try:
+                i, field = info.field_by_id[fm.field_id]
+            except KeyError:
+                raise invalid(f"table {info.name}: match field id {fm.field_id} is not one of its keys") from None
+            if keys[i] is not None:
+                raise invalid(f"table {info.name}: match field {field.name} given twice")
+            kind = fm.WhichOneof("field_match_type")
+            if kind != field.kind:
+                raise invalid(f"table {info.name}: field {field.name} is {field.kind}, got a {kind} match")
+            what = f"table {info.name} field {field.name}"
+            width = field.bitwidth
+            if kind == "exact":
+                keys[i] = E.Exact(decode_int(fm.exact.value, width, what))
+            elif kind == "lpm":
+                value = decode_int(fm.lpm.value, width, what)
+                plen = fm.lpm.prefix_len
+                if not 0 < plen <= width:
+                    raise invalid(f"{what}: prefix length {plen} not in 1..{width} (omit the field to match all)")
+                if value & ((1 << (width - plen)) - 1):
+                    raise invalid(f"{what}: value has bits set beyond the /{plen} prefix")
+                keys[i] = E.Lpm(value, plen)
+            elif kind == "ternary":
+                value = decode_int(fm.ternary.value, width, what)
+                mask = decode_int(fm.ternary.mask, width, what + " mask")
+                if mask == 0:
+                    raise invalid(f"{what}: all-zero mask (omit the field for don't care)")
+                if value & ~mask:
+                    raise invalid(f"{what}: value has bits set outside the mask")
+                keys[i] = E.Ternary(value, mask)
+            elif kind == "range":
+                low = decode_int(fm.range.low, width, what + " low")
+                high = decode_int(fm.range.high, width, what + " high")
+                if low > high:
+                    raise invalid(f"{what}: range low {low} > high {high}")
+                if low == 0 and high == (1 << width) - 1:
+                    raise invalid(f"{what}: full range (omit the field for don't care)")
+                keys[i] = E.Range(low, high)
+            elif kind == "optional":
+                keys[i] = E.Optional(decode_int(fm.optional.value, width, what))
+            else:
+                raise unimplemented(f"{what}: match kind {kind} is not supported")
+        for i, field in enumerate(info.match_fields):
+            if keys[i] is None and field.kind == "exact":
+                raise invalid(f"table {info.name}: exact field {field.name} is missing")
+        return keys
+
+    def _priority(self, info, priority):
+        if info.needs_priority:
+            if priority <= 0:
+                raise invalid(f"table {info.name} has ternary/range/optional keys: entries need a priority > 0")
+            return priority
+        if priority:
+            raise invalid(f"table {info.name} has only exact/lpm keys: priority must be 0")
+        return None
+
+    def _action_call(self, info, action, default=False):
+        ainfo = self.index.action(action.action_id)
+        if info is not None:
+            if ainfo.id not in info.action_ids:
+                raise invalid(f"table {info.name}: action {ainfo.name} is not one of its actions")
+            if default and ainfo.id in info.table_only:
+                raise invalid(f"table {info.name}: action {ainfo.name} is @tableonly, not a default action")
+            if not default and ainfo.id in info.default_only:
+                raise invalid(f"table {info.name}: action {ainfo.name} is @defaultonly")
+        args = {}
+        for p in action.params:
+            param = ainfo.param_by_id.get(p.param_id)
+            if param is None:
+                raise invalid(f"action {ainfo.name}: param id {p.param_id} is not one of its params")
+            if param.name in args:
+                raise invalid(f"action {ainfo.name}: param {param.name} given twice")
+            args[param.name] = decode_int(p.value, param.bitwidth, f"action {ainfo.name} param {param.name}")
+        missing = [p.name for p in ainfo.params if p.name not in args]
+        if missing:
+            raise invalid(f"action {ainfo.name}: missing param(s) {', '.join(missing)}")
+        return E.ActionCall(ainfo.name, args)
+
+    def _table_action(self, info, table_action):
+        kind = table_action.WhichOneof("type")
+        if kind == "action":
+            return self._action_call(info, table_action.action)
+        if kind in ("action_profile_member_id", "action_profile_group_id"):
+            if not info.implementation_id:
+                raise invalid(f"table {info.name} has no action profile: use a direct action")
+            if kind == "action_profile_member_id":
+                return E.MemberRef(table_action.action_profile_member_id)
+            return E.GroupRef(table_action.action_profile_group_id)
+        if kind == "action_profile_action_set":
+            raise unimplemented("one-shot action selector programming is not supported")
+        raise invalid(f"table {info.name}: the entry has no action")
+
+    def _find_entry(self, table, info, keys, priority):
+        wanted = [_key_form(k) for k in keys]
+        for entry in table.entries():
+            if [_key_form(k) for k in entry.keys] == wanted and (entry.priority or None) == priority:
+                return entry
+        raise not_found(f"table {info.name}: no entry with that match")
+
+    def _set_entry(self, table, info, keys, priority, attr, value):
+        entry = self._find_entry(table, info, keys, priority)
+        try:
+            setattr(entry, attr, value)
+        except AttributeError:
+            raise unimplemented(f"table {info.name}: entries do not take {attr} writes") from None
+
+    # -- action profiles --
+    def _profile(self, profile_id):
+        return self._engine("action_profiles", self.index.action_profile(profile_id).preamble.name,
+                            "action profile")
+
+    def _write_action_profile_member(self, op, m):
+        profile = self._profile(m.action_profile_id)
+        if op == DELETE:
+            profile.delete_member(m.member_id)
+            return
+        call = self._action_call(None, m.action)
+        (profile.insert_member if op == INSERT else profile.modify_member)(m.member_id, call)
+
+    def _write_action_profile_group(self, op, g):
+        pinfo = self.index.action_profile(g.action_profile_id)
+        profile = self._profile(g.action_profile_id)
+        if op == DELETE:
+            profile.delete_group(g.group_id)
+            return
+        members = []
+        for m in g.members:
+            if m.weight < 0:
+                raise invalid(f"group {g.group_id}: member {m.member_id} has negative weight")
+            members.append((m.member_id, m.weight or 1))
+        limit = g.max_size or pinfo.max_group_size
+        if limit and sum(w for _, w in members) > limit:
+            raise P4RuntimeError(code_pb2.RESOURCE_EXHAUSTED,
+                                 f"group {g.group_id}: total weight exceeds the maximum group size {limit}")
+        (profile.insert_group if op == INSERT else profile.modify_group)(g.group_id, members)
+
+    # -- indexed externs --
+    def _index_of(self, entry, size, name):
+        if not entry.HasField("index"):
+            raise invalid(f"{name}: writes need an index")
+        i = entry.index.index
+        if not 0 <= i < size:
+            raise P4RuntimeError(code_pb2.OUT_OF_RANGE, f"{name}: index {i} not in 0..{size - 1}")
+        return i
+
+    def _modify_only(self, op, name):
+        if op != MODIFY:
+            raise invalid(f"{name}: only MODIFY is allowed, not {OP_NAMES[op]}")
+
+    def _write_counter_entry(self, op, c):
+        info = self.index.counter(c.counter_id)
+        name = info.preamble.name
+        self._modify_only(op, name)
+        counter = self._engine("counters", name, "counter")
+        if c.HasField("index"):
+            counter.write(self._index_of(c, info.size, name), c.data.packet_count, c.data.byte_count)
+        else:
+            for i in range(info.size):
+                counter.write(i, c.data.packet_count, c.data.byte_count)
+
+    def _write_meter_entry(self, op, m):
+        info = self.index.meter(m.meter_id)
+        name = info.preamble.name
+        self._modify_only(op, name)
+        meter = self._engine("meters", name, "meter")
+        i = self._index_of(m, info.size, name)
+        c = m.config
+        meter.set_config(i, c.cir, c.cburst, c.pir, c.pburst)
+
+    def _write_register_entry(self, op, r):
+        info = self.index.register(r.register_id)
+        name = info.preamble.name
+        self._modify_only(op, name)
+        register = self._engine("registers", name, "register")
+        if r.data.WhichOneof("data") != "bitstring":
+            raise invalid(f"register {name}: data must be a bitstring")
+        width = self.index.bitstring_width(info.type_spec)
+        value = decode_int(r.data.bitstring, width, f"register {name}")
+        if r.HasField("index"):
+            register.write(self._index_of(r, info.size, name), value)
+        else:
+            for i in range(info.size):
+                register.write(i, value)
+
+    def _direct_target(self, te, kind):
+        info = self.index.table(te.table_id)
+        table = self._engine("tables", info.name, "table")
+        keys = self._keys(info, te.match)
+        priority = self._priority(info, te.priority)
+        return table, info, keys, priority
+
+    def _write_direct_counter_entry(self, op, d):
+        self._modify_only(op, "direct counter")
+        table, info, keys, priority = self._direct_target(d.table_entry, "direct counter")
+        self._set_entry(table, info, keys, priority, "counter", (d.data.packet_count, d.data.byte_count))
+
+    def _write_direct_meter_entry(self, op, d):
+        self._modify_only(op, "direct meter")
+        table, info, keys, priority = self._direct_target(d.table_entry, "direct meter")
+        c = d.config
+        self._set_entry(table, info, keys, priority, "meter_config", (c.cir, c.cburst, c.pir, c.pburst))
+
+    # -- packet replication engine and digests --
+    def _write_packet_replication_engine_entry(self, op, pre):
+        kind = pre.WhichOneof("type")
+        if kind == "multicast_group_entry":
+            g = pre.multicast_group_entry
+            self._pre_write(op, g.multicast_group_id, g, self.state.multicast_groups, "multicast group",
+                            lambda: self.pipeline.set_mc_group(g.multicast_group_id, self._replicas(g.replicas)),
+                            lambda: self.pipeline.delete_mc_group(g.multicast_group_id))
+        elif kind == "clone_session_entry":
+            s = pre.clone_session_entry
+            self._pre_write(op, s.session_id, s, self.state.clone_sessions, "clone session",
+                            lambda: self.pipeline.set_clone_session(s.session_id, self._replicas(s.replicas),
+                                                                    truncate=s.packet_length_bytes),
+                            lambda: self.pipeline.delete_clone_session(s.session_id))
+        else:
+            raise invalid("packet replication engine entry without a multicast group or clone session")
+
+    def _replicas(self, replicas):
+        out = []
+        for r in replicas:
+            port = r.egress_port if r.WhichOneof("port_kind") != "port" else decode_int(r.port, 32, "replica port")
+            out.append((port, r.instance))
+        if len(set(out)) != len(out):
+            raise invalid("replicas must be unique (port, instance) pairs")
+        return out
+
+    def _pre_write(self, op, id_, message, store, what, apply, remove):
+        if id_ == 0:
+            raise invalid(f"{what} id 0 is not valid")
+        exists = id_ in store
+        if op == INSERT and exists:
+            raise P4RuntimeError(code_pb2.ALREADY_EXISTS, f"{what} {id_} already exists")
+        if op in (MODIFY, DELETE) and not exists:
+            raise not_found(f"{what} {id_} does not exist")
+        if op == DELETE:
+            remove()
+            del store[id_]
+            return
+        apply()
+        copy = type(message)()
+        copy.CopyFrom(message)
+        store[id_] = copy
+
+    def _write_digest_entry(self, op, d):
+        info = self.index.digest(d.digest_id)
+        store = self.state.digest_configs
+        exists = d.digest_id in store
+        if op == INSERT and exists:
+            raise P4RuntimeError(code_pb2.ALREADY_EXISTS, f"digest {info.preamble.name} is already configured")
+        if op in (MODIFY, DELETE) and not exists:
+            raise not_found(f"digest {info.preamble.name} is not configured")
+        if op == DELETE:
+            del store[d.digest_id]
+        else:
+            copy = p4runtime_pb2.DigestEntry()
+            copy.CopyFrom(d)
+            store[d.digest_id] = copy
+
+    # == Read =================================================================
+    def read(self, entity):
+        kind = entity.WhichOneof("entity")
+        handler = getattr(self, f"_read_{kind}", None) if kind else None
+        if handler is None:
+            raise unimplemented(f"reading {kind or 'an empty entity'} is not supported")
+        with self.lock:
+            return list(handler(getattr(entity, kind)))
+
+    @staticmethod
+    def _wrap(field, message):
+        entity = p4runtime_pb2.Entity()
+        getattr(entity, field).CopyFrom(message)
+        return entity
+
+    def _selected(self, mapping, id_, lookup):
+        return [lookup(id_)] if id_ else list(mapping.values())
+
+    def _read_table_entry(self, te):
+        infos = self._selected(self.index.tables, te.table_id, self.index.table)
+        want_counters = te.HasField("counter_data")
+        want_meters = te.HasField("meter_config")
+        for info in infos:
+            table = self._engine("tables", info.name, "table")
+            if te.is_default_action:
+                if te.table_id:
+                    out = p4runtime_pb2.TableEntry(table_id=info.id, is_default_action=True)
+                    default = table.get_default()
+                    if default is not None:
+                        out.action.action.CopyFrom(self._action_proto(default))
+                    yield self._wrap("table_entry", out)
+                continue
+            wanted = None
+            if te.match:
+                wanted = ([_key_form(k) for k in self._keys(info, te.match)],
+                          self._priority(info, te.priority))
+            for entry in table.entries():
+                if wanted is not None and ([_key_form(k) for k in entry.keys], entry.priority or None) != wanted:
+                    continue
+                if wanted is None and te.priority and entry.priority != te.priority:
+                    continue
+                yield self._wrap("table_entry", self._entry_proto(info, entry, want_counters, want_meters))
+
+    def _entry_proto(self, info, entry, want_counters=False, want_meters=False):
+        out = p4runtime_pb2.TableEntry(table_id=info.id, priority=entry.priority or 0)
+        for field, key in zip(info.match_fields, entry.keys):
+            if key is None:
+                continue
+            fm = out.match.add(field_id=field.id)
+            kind = type(key).__name__
+            if kind == "Exact":
+                fm.exact.value = encode_int(key.value)
+            elif kind == "Lpm":
+                fm.lpm.value = encode_int(key.value)
+                fm.lpm.prefix_len = key.prefix_len
+            elif kind == "Ternary":
+                fm.ternary.value = encode_int(key.value)
+                fm.ternary.mask = encode_int(key.mask)
+            elif kind == "Range":
+                fm.range.low = encode_int(key.low)
+                fm.range.high = encode_int(key.high)
+            else:
+                fm.optional.value = encode_int(key.value)
+        action = entry.action
+        kind = type(action).__name__
+        if kind == "MemberRef":
+            out.action.action_profile_member_id = action.id
+        elif kind == "GroupRef":
+            out.action.action_profile_group_id = action.id
+        else:
+            out.action.action.CopyFrom(self._action_proto(action))
+        if want_counters and getattr(entry, "counter", None) is not None:
+            out.counter_data.packet_count, out.counter_data.byte_count = entry.counter
+        if want_meters and getattr(entry, "meter_config", None) is not None:
+            cir, cburst, pir, pburst = entry.meter_config[:4]
+            out.meter_config.cir, out.meter_config.cburst = cir, cburst
+            out.meter_config.pir, out.meter_config.pburst = pir, pburst
+        return out
+
+    def _action_proto(self, call):
+        ainfo = self.index.action_by_name.get(call.action)
+        if ainfo is None:
+            raise P4RuntimeError(code_pb2.INTERNAL, f"engine action {call.action!r} is not in the P4Info")
+        out = p4runtime_pb2.Action(action_id=ainfo.id)
+        for param in ainfo.params:
+            out.params.add(param_id=param.id, value=encode_int(call.args.get(param.name, 0)))
+        return out
+
+    def _read_action_profile_member(self, m):
+        for pinfo in self._selected(self.index.action_profiles, m.action_profile_id, self.index.action_profile):
+            profile = self._engine("action_profiles", pinfo.preamble.name, "action profile")
+            for member_id, call in _items(profile.members()):
+                if m.member_id and member_id != m.member_id:
+                    continue
+                call = getattr(call, "action", call) if not hasattr(call, "args") else call
+                out = p4runtime_pb2.ActionProfileMember(action_profile_id=pinfo.preamble.id, member_id=member_id)
+                out.action.CopyFrom(self._action_proto(call))
+                yield self._wrap("action_profile_member", out)
+
+    def _read_action_profile_group(self, g):
+        for pinfo in self._selected(self.index.action_profiles, g.action_profile_id, self.index.action_profile):
+            profile = self._engine("action_profiles", pinfo.preamble.name, "action profile")
+            for group_id, members in _items(profile.groups()):
+                if g.group_id and group_id != g.group_id:
+                    continue
+                members = getattr(members, "members", members)
+                out = p4runtime_pb2.ActionProfileGroup(action_profile_id=pinfo.preamble.id, group_id=group_id)
+                for member_id, weight in members:
+                    out.members.add(member_id=member_id, weight=weight)
+                yield self._wrap("action_profile_group", out)
+
+    def _indices(self, entry, size, name):
+        if entry.HasField("index"):
+            i = entry.index.index
+            if not 0 <= i < size:
+                raise P4RuntimeError(code_pb2.OUT_OF_RANGE, f"{name}: index {i} not in 0..{size - 1}")
+            return [i]
+        return range(size)
+
+    def _read_counter_entry(self, c):
+        for info in self._selected(self.index.counters, c.counter_id, self.index.counter):
+            name = info.preamble.name
+            counter = self._engine("counters", name, "counter")
+            for i in self._indices(c, info.size, name):
+                packets, nbytes = counter.read(i)
+                out = p4runtime_pb2.CounterEntry(counter_id=info.preamble.id)
+                out.index.index = i
+                out.data.packet_count, out.data.byte_count = packets, nbytes
+                yield self._wrap("counter_entry", out)
+
+    def _read_meter_entry(self, m):
+        for info in self._selected(self.index.meters, m.meter_id, self.index.meter):
+            name = info.preamble.name
+            meter = self._engine("meters", name, "meter")
+            for i in self._indices(m, info.size, name):
+                out = p4runtime_pb2.MeterEntry(meter_id=info.preamble.id)
+                out.index.index = i
+                config = meter.get_config(i)
+                if config:
+                    out.config.cir, out.config.cburst, out.config.pir, out.config.pburst = config[:4]
+                yield self._wrap("meter_entry", out)
+
+    def _read_register_entry(self, r):
+        for info in self._selected(self.index.registers, r.register_id, self.index.register):
+            name = info.preamble.name
+            register = self._engine("registers", name, "register")
+            for i in self._indices(r, info.size, name):
+                out = p4runtime_pb2.RegisterEntry(register_id=info.preamble.id)
+                out.index.index = i
+                out.data.bitstring = encode_int(register.read(i))
+                yield self._wrap("register_entry", out)
+
+    def _direct_entries(self, te, resources):
+        """(table info, entry) for the entries a direct resource read selects."""
+        if te.table_id:
+            infos = [self.index.table(te.table_id)]
+        else:
+            table_ids = {r.direct_table_id for r in resources.values()}
+            infos = [self.index.tables[t] for t in table_ids if t in self.index.tables]
+        for info in infos:
+            if not info.direct_resource_ids & set(resources):
+                raise invalid(f"table {info.name} has no such direct resource")
+            table = self._engine("tables", info.name, "table")
+            if te.match:
+                keys = self._keys(info, te.match)
+                yield info, self._find_entry(table, info, keys, self._priority(info, te.priority))
+            else:
+                for entry in table.entries():
+                    yield info, entry
+
+    def _read_direct_counter_entry(self, d):
+        for info, entry in self._direct_entries(d.table_entry, self.index.direct_counters):
+            out = p4runtime_pb2.DirectCounterEntry()
+            out.table_entry.CopyFrom(self._entry_proto(info, entry))
+            packets, nbytes = getattr(entry, "counter", None) or (0, 0)
+            out.data.packet_count, out.data.byte_count = packets, nbytes
+            yield self._wrap("direct_counter_entry", out)
+
+    def _read_direct_meter_entry(self, d):
+        for info, entry in self._direct_entries(d.table_entry, self.index.direct_meters):
+            out = p4runtime_pb2.DirectMeterEntry()
+            out.table_entry.CopyFrom(self._entry_proto(info, entry))
+            config = getattr(entry, "meter_config", None)
+            if config:
+                out.config.cir, out.config.cburst, out.config.pir, out.config.pburst = config[:4]
+            yield self._wrap("direct_meter_entry", out)
+
+    def _read_packet_replication_engine_entry(self, pre):
+        kind = pre.WhichOneof("type")
+        if kind == "clone_session_entry":
+            wanted, store, field = pre.clone_session_entry.session_id, self.state.clone_sessions, "clone_session_entry"
+        else:
+            wanted, store = pre.multicast_group_entry.multicast_group_id, self.state.multicast_groups
+            field = "multicast_group_entry"
+        if wanted and wanted not in store:
+            raise not_found(f"{field.replace('_', ' ')} {wanted} does not exist")
+        for id_, message in sorted(store.items()):
+            if wanted and id_ != wanted:
+                continue
+            out = p4runtime_pb2.PacketReplicationEngineEntry()
+            getattr(out, field).CopyFrom(message)
+            yield self._wrap("packet_replication_engine_entry", out)
+
+    def _read_digest_entry(self, d):
+        if d.digest_id:
+            self.index.digest(d.digest_id)
+        for id_, message in sorted(self.state.digest_configs.items()):
+            if not d.digest_id or id_ == d.digest_id:
+                yield self._wrap("digest_entry", message)
+
+
+def digest_data(index, digest_info, values):
+    """Engine digest values (a tuple of ints) -> p4.v1.P4Data per the digest's P4Info type."""
+    data = p4data_pb2.P4Data()
+    members = index.type_members(digest_info.type_spec)
+    if members is None:
+        data.bitstring = encode_int(values[0] if isinstance(values, (tuple, list)) else values)
+        return data
+    for value in values:
+        data.struct.members.add(bitstring=encode_int(value))
+    return data

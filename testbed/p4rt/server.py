@@ -1,0 +1,480 @@
+"""The P4Runtime gRPC service of the engine target (p4.v1.P4Runtime, spec v1.4).
+
+Arbitration: per role name, the connected controller with the highest election
+id is primary; only it may Write, set the pipeline or send packets, and only it
+receives packet-ins and digests. Every controller of the role hears when the
+primary changes (status OK for the primary, ALREADY_EXISTS for backups,
+NOT_FOUND when there is no primary).
+
+Packet I/O: a PacketOut becomes a frame injected on the CPU port, its metadata
+serialised (in P4Info order and widths) as the `packet_out` @controller_header
+in front of the payload; a frame the program sends to the CPU port has its
+`packet_in` header parsed off into PacketIn metadata.
+"""
+from concurrent import futures
+import itertools
+import logging
+import queue
+import threading
+import time
+
+from google.rpc import code_pb2, status_pb2
+import grpc
+
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from testbed.p4rt.entities import DeviceState, EntityHandler, digest_data
+from testbed.p4rt.errors import GRPC_CODES, P4RuntimeError, abort_with_status, invalid, write_batch_status
+from testbed.p4rt.p4info import P4InfoIndex, decode_int, encode_int
+
+API_VERSION = "1.4.1"
+LOG = logging.getLogger("rocelab.p4rt")
+Request = p4runtime_pb2.SetForwardingPipelineConfigRequest
+
+
+def compile_device_config(device_config):
+    """Default compiler: the device config is P4_16 source, compiled by the engine."""
+    try:
+        text = device_config.decode("utf-8")
+    except UnicodeDecodeError:
+        raise invalid("p4_device_config must be P4_16 source text (the engine compiles it), "
+                      "not a binary such as BMv2 JSON") from None
+    try:
+        from testbed.p4engine import P4Error, compile_source
+    except ImportError as exc:
+        raise P4RuntimeError(code_pb2.UNAVAILABLE, f"the P4 engine is not available: {exc}") from None
+    try:
+        return compile_source(text, filename="<p4_device_config>")
+    except P4Error as exc:
+        raise invalid(f"P4 program does not compile:\n{exc}") from None
+
+
+class Controller:
+    """One StreamChannel and what arbitration knows about it."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, peer):
+        self.number = next(self._ids)
+        self.peer = peer
+        self.out = queue.Queue()
+        self.role = ""
+        self.election_id = None        # (high, low) or None
+        self.arbitrated = False
+
+    def send(self, message):
+        self.out.put(message)
+
+    def close(self, code=None, message=""):
+        self.out.put(("end", code, message))
+
+
+class Pipeline_:
+    """The installed forwarding pipeline config."""
+
+    def __init__(self, program, pipeline, index, device_config, cookie):
+        self.program = program
+        self.pipeline = pipeline
+        self.index = index
+        self.device_config = device_config
+        self.cookie = cookie
+
+
+class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
+    def __init__(self, switch, device_id=1, address="127.0.0.1:9559", compiler=compile_device_config,
+                 max_workers=16):
+        self.switch = switch
+        self.device_id = device_id
+        self.address = address
+        self.compiler = compiler
+        self.max_workers = max_workers
+        self.installed = None            # Pipeline_
+        self.saved = None                # VERIFY_AND_SAVE result awaiting COMMIT
+        self.state = DeviceState()
+        self._controllers = []
+        self._arb_lock = threading.Lock()
+        self._digest_list_ids = itertools.count(1)
+        self._server = None
+        switch.packet_in_handler = self._on_packet_in
+
+    # -- lifecycle ---------------------------------------------------------------
+    def start(self):
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers,
+                                                        thread_name_prefix="p4rt"),
+                             options=[("grpc.so_reuseport", 0)])
+        p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self, server)
+        try:
+            port = server.add_insecure_port(self.address)
+        except RuntimeError:
+            port = 0
+        if not port:
+            raise OSError(f"P4Runtime server: cannot listen on {self.address} (in use or invalid address)")
+        server.start()
+        self._server = server
+        return self
+
+    def stop(self, grace=0.5):
+        with self._arb_lock:
+            for ctl in self._controllers:
+                ctl.close()
+        if self._server is not None:
+            self._server.stop(grace).wait(grace + 1)
+            self._server = None
+
+    def load_program(self, program, p4info=None, device_config=b"", cookie=0):
+        """Install `program` (an engine Program), as SetForwardingPipelineConfig would."""
+        self._install(self._prepare(program, p4info or program.p4info, device_config, cookie))
+
+    # -- pipeline config -----------------------------------------------------------
+    def _prepare(self, program, p4info, device_config, cookie):
+        index = P4InfoIndex(p4info)
+        pipeline = program.new_pipeline(cpu_port=self.switch.cpu_port, log=self.switch.log)
+        _check_p4info_matches(index, pipeline)
+        return Pipeline_(program, pipeline, index, device_config, cookie)
+
+    def _install(self, prepared):
+        prepared.pipeline.digest_callback = self._on_digest
+        with self.switch.lock:
+            self.state = DeviceState()
+            self.installed = prepared
+            self.switch.set_pipeline(prepared.pipeline)
+        LOG.info("forwarding pipeline installed (%d tables)", len(prepared.index.tables))
+
+    def SetForwardingPipelineConfig(self, request, context):
+        return self._guard(context, self._set_pipeline, request)
+
+    def _set_pipeline(self, request):
+        self._check_device(request.device_id)
+        self._check_primary(request.role, request.election_id)
+        action = request.action
+        if action in (Request.VERIFY, Request.VERIFY_AND_SAVE, Request.VERIFY_AND_COMMIT,
+                      Request.RECONCILE_AND_COMMIT):
+            if not request.HasField("config"):
+                raise invalid(f"{Request.Action.Name(action)} needs a config")
+            config = request.config
+            if not config.p4info.tables and not config.p4info.actions:
+                raise invalid("config.p4info is empty")
+            program = self.compiler(config.p4_device_config)
+            prepared = self._prepare(program, config.p4info, config.p4_device_config,
+                                     config.cookie.cookie if config.HasField("cookie") else 0)
+            if action == Request.VERIFY_AND_SAVE:
+                self.saved = prepared
+            elif action != Request.VERIFY:
+                # RECONCILE_AND_COMMIT is honoured as a plain commit: state is not carried over.
+                self._install(prepared)
+        elif action == Request.COMMIT:
+            if self.saved is None:
+                raise P4RuntimeError(code_pb2.FAILED_PRECONDITION, "COMMIT without a saved (VERIFY_AND_SAVE) config")
+            self._install(self.saved)
+            self.saved = None
+        else:
+            raise invalid(f"unsupported SetForwardingPipelineConfig action {action}")
+        return p4runtime_pb2.SetForwardingPipelineConfigResponse()
+
+    def GetForwardingPipelineConfig(self, request, context):
+        return self._guard(context, self._get_pipeline, request)
+
+    def _get_pipeline(self, request):
+        self._check_device(request.device_id)
+        installed = self._require_pipeline()
+        response = p4runtime_pb2.GetForwardingPipelineConfigResponse()
+        config = response.config
+        kind = request.response_type
+        Get = p4runtime_pb2.GetForwardingPipelineConfigRequest
+        if kind in (Get.ALL, Get.P4INFO_AND_COOKIE):
+            config.p4info.CopyFrom(installed.index.p4info)
+        if kind in (Get.ALL, Get.DEVICE_CONFIG_AND_COOKIE):
+            config.p4_device_config = installed.device_config
+        if installed.cookie:
+            config.cookie.cookie = installed.cookie
+        return response
+
+    def Capabilities(self, request, context):
+        return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
+
+    # -- Write / Read ------------------------------------------------------------------
+    def Write(self, request, context):
+        try:
+            self._check_device(request.device_id)
+            self._check_primary(request.role, request.election_id)
+            installed = self._require_pipeline()
+            if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
+                raise P4RuntimeError(code_pb2.UNIMPLEMENTED, "only CONTINUE_ON_ERROR atomicity is supported")
+        except P4RuntimeError as exc:
+            context.abort(exc.grpc_code, exc.message)
+        handler = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock)
+        results = []
+        for update in request.updates:
+            try:
+                handler.write(update)
+                results.append(None)
+            except P4RuntimeError as exc:
+                results.append(exc)
+            except Exception as exc:   # an engine fault answers INTERNAL, never kills the server
+                LOG.exception("write failed")
+                results.append(P4RuntimeError(code_pb2.INTERNAL, f"{type(exc).__name__}: {exc}"))
+        if any(r is not None for r in results):
+            abort_with_status(context, write_batch_status(results))
+        return p4runtime_pb2.WriteResponse()
+
+    def Read(self, request, context):
+        try:
+            self._check_device(request.device_id)
+            installed = self._require_pipeline()
+            handler = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock)
+            entities = []
+            for entity in request.entities:
+                entities.extend(handler.read(entity))
+        except P4RuntimeError as exc:
+            context.abort(exc.grpc_code, exc.message)
+        except Exception as exc:
+            LOG.exception("read failed")
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        for start in range(0, max(1, len(entities)), 1000):
+            yield p4runtime_pb2.ReadResponse(entities=entities[start:start + 1000])
+
+    # -- StreamChannel --------------------------------------------------------------------
+    def StreamChannel(self, request_iterator, context):
+        ctl = Controller(context.peer())
+        reader = threading.Thread(target=self._read_stream, args=(ctl, request_iterator),
+                                  name=f"p4rt-stream-{ctl.number}", daemon=True)
+        context.add_callback(lambda: ctl.close())
+        reader.start()
+        try:
+            while True:
+                item = ctl.out.get()
+                if isinstance(item, tuple) and item and item[0] == "end":
+                    _, code, message = item
+                    if code is not None:
+                        context.abort(GRPC_CODES[code], message)
+                    return
+                yield item
+        finally:
+            self._remove(ctl)
+
+    def _read_stream(self, ctl, request_iterator):
+        try:
+            for request in request_iterator:
+                kind = request.WhichOneof("update")
+                if kind == "arbitration":
+                    self._arbitrate(ctl, request.arbitration)
+                elif not ctl.arbitrated:
+                    ctl.close(code_pb2.FAILED_PRECONDITION,
+                              "the first StreamChannel message must be a MasterArbitrationUpdate")
+                    return
+                elif kind == "packet":
+                    self._packet_out(ctl, request.packet)
+                elif kind == "digest_ack":
+                    pass   # lists are not retransmitted, so acks need no bookkeeping
+                else:
+                    self._stream_error(ctl, code_pb2.UNIMPLEMENTED, f"stream message {kind} is not supported")
+        except grpc.RpcError:
+            pass
+        except P4RuntimeError as exc:
+            ctl.close(exc.code, exc.message)
+            return
+        ctl.close()
+
+    def _arbitrate(self, ctl, update):
+        if update.device_id != self.device_id:
+            raise P4RuntimeError(code_pb2.NOT_FOUND, f"device id {update.device_id} is not this switch "
+                                 f"(device id {self.device_id})")
+        role = update.role.name
+        eid = (update.election_id.high, update.election_id.low) if update.HasField("election_id") else None
+        with self._arb_lock:
+            for other in self._controllers:
+                if other is not ctl and other.role == role and eid is not None and other.election_id == eid:
+                    raise invalid(f"election id {eid} is already used by another controller")
+            old_primary = self._primary(role)
+            if ctl.arbitrated and ctl.role != role:
+                old_other = self._primary(ctl.role)
+            else:
+                old_other = None
+            ctl.role, ctl.election_id, ctl.arbitrated = role, eid, True
+            if ctl not in self._controllers:
+                self._controllers.append(ctl)
+            new_primary = self._primary(role)
+            if new_primary is not old_primary:
+                self._notify_role(role)
+            else:
+                ctl.send(self._arbitration_message(ctl, new_primary))
+            if old_other is not None:
+                self._notify_role(old_other.role)
+
+    def _primary(self, role):
+        candidates = [c for c in self._controllers if c.role == role and c.election_id is not None]
+        return max(candidates, key=lambda c: c.election_id, default=None)
+
+    def _arbitration_message(self, ctl, primary):
+        response = p4runtime_pb2.StreamMessageResponse()
+        arb = response.arbitration
+        arb.device_id = self.device_id
+        if ctl.role:
+            arb.role.name = ctl.role
+        if primary is not None:
+            arb.election_id.high, arb.election_id.low = primary.election_id
+        if primary is ctl:
+            arb.status.CopyFrom(status_pb2.Status(code=code_pb2.OK, message="primary"))
+        elif primary is not None:
+            arb.status.CopyFrom(status_pb2.Status(code=code_pb2.ALREADY_EXISTS, message="a primary exists"))
+        else:
+            arb.status.CopyFrom(status_pb2.Status(code=code_pb2.NOT_FOUND, message="no primary"))
+        return response
+
+    def _notify_role(self, role):
+        primary = self._primary(role)
+        for c in self._controllers:
+            if c.role == role:
+                c.send(self._arbitration_message(c, primary))
+
+    def _remove(self, ctl):
+        with self._arb_lock:
+            if ctl not in self._controllers:
+                return
+            was_primary = self._primary(ctl.role) is ctl
+            self._controllers.remove(ctl)
+            if was_primary:
+                self._notify_role(ctl.role)
+
+    def _stream_error(self, ctl, code, message, packet_out=None):
+        response = p4runtime_pb2.StreamMessageResponse()
+        response.error.canonical_code = code
+        response.error.message = message
+        if packet_out is not None:
+            response.error.packet_out.packet_out.CopyFrom(packet_out)
+        ctl.send(response)
+
+    # -- packet I/O and digests ------------------------------------------------------------
+    def _packet_out(self, ctl, packet):
+        with self._arb_lock:
+            primary = self._primary(ctl.role)
+        if primary is not ctl:
+            self._stream_error(ctl, code_pb2.PERMISSION_DENIED, "only the primary controller may send packets",
+                               packet)
+            return
+        installed = self.installed
+        if installed is None or self.switch.cpu_port is None:
+            self._stream_error(ctl, code_pb2.FAILED_PRECONDITION,
+                               "packet-out needs a pipeline and a CPU port (--cpu-port)", packet)
+            return
+        try:
+            header = _pack_header(installed.index.controller_headers.get("packet_out"), packet.metadata)
+        except P4RuntimeError as exc:
+            self._stream_error(ctl, exc.code, exc.message, packet)
+            return
+        self.switch.inject(self.switch.cpu_port, header + packet.payload)
+
+    def _on_packet_in(self, frame):
+        installed = self.installed
+        if installed is None:
+            return
+        response = p4runtime_pb2.StreamMessageResponse()
+        fields = installed.index.controller_headers.get("packet_in")
+        if fields:
+            size = (sum(w for _, _, w in fields) + 7) // 8
+            if len(frame) < size:
+                return
+            _unpack_header(fields, frame[:size], response.packet.metadata)
+            frame = frame[size:]
+        response.packet.payload = frame
+        self._to_primaries(response)
+
+    def _on_digest(self, name, values):
+        installed = self.installed
+        if installed is None:
+            return
+        info = installed.index.digest_by_name.get(name)
+        if info is None or info.preamble.id not in self.state.digest_configs:
+            return   # the spec sends digests only once the controller configured them
+        response = p4runtime_pb2.StreamMessageResponse()
+        digest = response.digest
+        digest.digest_id = info.preamble.id
+        digest.list_id = next(self._digest_list_ids)
+        digest.timestamp = time.time_ns()
+        digest.data.append(digest_data(installed.index, info, values))
+        self._to_primaries(response)
+
+    def _to_primaries(self, response):
+        with self._arb_lock:
+            roles = {c.role for c in self._controllers}
+            primaries = [self._primary(role) for role in roles]
+        for ctl in primaries:
+            if ctl is not None:
+                ctl.send(response)
+
+    # -- checks ---------------------------------------------------------------------------------
+    def _check_device(self, device_id):
+        if device_id != self.device_id:
+            raise P4RuntimeError(code_pb2.NOT_FOUND, f"device id {device_id} is not this switch "
+                                 f"(device id {self.device_id})")
+
+    def _check_primary(self, role, election_id):
+        with self._arb_lock:
+            primary = self._primary(role)
+        eid = (election_id.high, election_id.low)
+        if primary is None or primary.election_id != eid:
+            raise P4RuntimeError(code_pb2.PERMISSION_DENIED,
+                                 f"election id {eid} is not the primary's for role {role or '(default)'}")
+
+    def _require_pipeline(self):
+        if self.installed is None:
+            raise P4RuntimeError(code_pb2.FAILED_PRECONDITION, "no forwarding pipeline config has been set")
+        return self.installed
+
+    def _guard(self, context, fn, request):
+        try:
+            return fn(request)
+        except P4RuntimeError as exc:
+            context.abort(exc.grpc_code, exc.message)
+        except Exception as exc:
+            LOG.exception("request failed")
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
+def _pack_header(fields, metadata):
+    """Serialise PacketOut metadata into the @controller_header bytes (missing fields are 0)."""
+    if not fields:
+        if metadata:
+            raise invalid("the program has no packet_out controller header, yet metadata was sent")
+        return b""
+    given = {}
+    widths = {fid: (name, width) for fid, name, width in fields}
+    for m in metadata:
+        if m.metadata_id not in widths:
+            raise invalid(f"packet_out metadata id {m.metadata_id} is not in the P4Info")
+        name, width = widths[m.metadata_id]
+        given[m.metadata_id] = decode_int(m.value, width, f"packet_out metadata {name}")
+    value, bits = 0, 0
+    for fid, _name, width in fields:
+        value = (value << width) | given.get(fid, 0)
+        bits += width
+    pad = -bits % 8
+    return (value << pad).to_bytes((bits + pad) // 8, "big")
+
+
+def _unpack_header(fields, data, out):
+    bits = sum(w for _, _, w in fields)
+    value = int.from_bytes(data, "big") >> (len(data) * 8 - bits)
+    shift = bits
+    for fid, _name, width in fields:
+        shift -= width
+        out.add(metadata_id=fid, value=encode_int((value >> shift) & ((1 << width) - 1)))
+
+
+def _check_p4info_matches(index, pipeline):
+    """Every P4Info object the client will address must exist in the compiled program."""
+    for kind, mapping, attr in (("table", index.tables, "tables"),
+                                ("action profile", index.action_profiles, "action_profiles"),
+                                ("counter", index.counters, "counters"),
+                                ("meter", index.meters, "meters"),
+                                ("register", index.registers, "registers")):
+        engine = getattr(pipeline, attr, {}) or {}
+        for item in mapping.values():
+            name = item.name if hasattr(item, "name") else item.preamble.name
+            if name not in engine:
+                raise invalid(f"P4Info {kind} {name!r} is not in the P4 program given as device config")
+    for info in index.tables.values():
+        table = pipeline.tables[info.name]
+        if len(table.keys) != len(info.match_fields):
+            raise invalid(f"P4Info table {info.name} has {len(info.match_fields)} match fields, "
+                          f"the program's has {len(table.keys)}")
