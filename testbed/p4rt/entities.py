@@ -219,6 +219,8 @@ class EntityHandler:
         raise invalid(f"table {info.name}: the entry has no action")
 
     def _find_entry(self, table, info, keys, priority):
+        if hasattr(table, "find"):
+            return table.find(keys, priority)
         wanted = [_key_form(k) for k in keys]
         for entry in table.entries():
             if [_key_form(k) for k in entry.keys] == wanted and (entry.priority or None) == priority:
@@ -393,7 +395,10 @@ class EntityHandler:
         if handler is None:
             raise unimplemented(f"reading {kind or 'an empty entity'} is not supported")
         with self.lock:
-            return list(handler(getattr(entity, kind)))
+            try:
+                return list(handler(getattr(entity, kind)))
+            except E.TableError as exc:
+                raise from_table_error(exc) from None
 
     @staticmethod
     def _wrap(field, message):
@@ -414,7 +419,7 @@ class EntityHandler:
                 if te.table_id:
                     out = p4runtime_pb2.TableEntry(table_id=info.id, is_default_action=True)
                     default = table.get_default()
-                    if default is not None:
+                    if default is not None and default.action is not None:
                         out.action.action.CopyFrom(self._action_proto(default))
                     yield self._wrap("table_entry", out)
                 continue
@@ -455,7 +460,7 @@ class EntityHandler:
             out.action.action_profile_member_id = action.id
         elif kind == "GroupRef":
             out.action.action_profile_group_id = action.id
-        else:
+        elif action is not None and action.action is not None:
             out.action.action.CopyFrom(self._action_proto(action))
         if want_counters and getattr(entry, "counter", None) is not None:
             out.counter_data.packet_count, out.counter_data.byte_count = entry.counter
