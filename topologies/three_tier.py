@@ -1,0 +1,26 @@
+#!/usr/bin/env python3
+"""Boot a three-tier fabric: two-tier zones joined by oversubscribed aggregation switches.
+
+    sudo python3 topologies/three_tier.py --zones 2 --aggs 2 --agg-oversubscription 2 --test pingall
+
+Each zone is a leaf/spine Clos; spine s of every zone has one uplink to each
+aggregation switch. --agg-oversubscription sets spine down : up capacity (Meta's
+aggregation stage is oversubscribed while the AI zone below is 1:1). Same options as
+clos.py.
+"""
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+
+if os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(REPO, ".venv")):
+    os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+sys.path.insert(0, REPO)
+try:
+    from testbed.net import shell
+except ImportError as exc:
+    sys.exit(f"{os.path.basename(__file__)}: {exc}; run `sudo make setup` first")
+
+if __name__ == "__main__":
+    sys.exit(shell.main(prog="three_tier.py", description=__doc__, zones=2, aggs=2, leaves=2, hosts_per_leaf=1))
