@@ -1,0 +1,66 @@
+"""Diagnostics: P4Error carries file:line:col messages rendered with the source line and a caret."""
+
+
+class SourceMap:
+    """Maps lines of the preprocessed text back to (file, line) and keeps source lines for carets."""
+
+    def __init__(self):
+        self.origins = []          # index = preprocessed line - 1 -> (file, line)
+        self.file_lines = {}       # file -> list of its original lines
+
+    def origin(self, line):
+        if 1 <= line <= len(self.origins):
+            return self.origins[line - 1]
+        return ("<unknown>", line)
+
+    def source_line(self, file, line):
+        lines = self.file_lines.get(file)
+        if lines and 1 <= line <= len(lines):
+            return lines[line - 1]
+        return ""
+
+
+class Loc:
+    __slots__ = ("file", "line", "col")
+
+    def __init__(self, file, line, col):
+        self.file, self.line, self.col = file, line, col
+
+    def __repr__(self):
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class P4Error(Exception):
+    """A user-facing error in a P4 program.
+
+    str(e) is "file:line:col: error: msg" followed by the source line and a caret;
+    .diagnostics lists (file, line, col, message) for every error collected.
+    """
+
+    def __init__(self, message, loc=None, source_map=None, diagnostics=None):
+        if diagnostics is None:
+            file, line, col = (loc.file, loc.line, loc.col) if loc else ("<unknown>", 0, 0)
+            diagnostics = [(file, line, col, message)]
+        self.diagnostics = diagnostics
+        self.source_map = source_map
+        super().__init__(self.render())
+
+    def render(self):
+        out = []
+        for file, line, col, message in self.diagnostics:
+            out.append(f"{file}:{line}:{col}: error: {message}")
+            src = self.source_map.source_line(file, line) if self.source_map else ""
+            if src:
+                out.append(src.rstrip("\n").expandtabs(8))
+                prefix = src[: max(col - 1, 0)].expandtabs(8)
+                out.append(" " * len(prefix) + "^")
+        return "\n".join(out)
+
+    def with_source_map(self, source_map):
+        if self.source_map is None:
+            return P4Error(None, source_map=source_map, diagnostics=self.diagnostics)
+        return self
+
+
+class P4RuntimeFault(Exception):
+    """An assert/assume failure or similar fault while a packet runs (BMv2 would abort)."""

@@ -1,0 +1,184 @@
+"""The P4_16 grammar (the engine's subset, LALR(1) for lark).
+
+Type names are told apart from other identifiers before parsing (TYPE_IDENT, like p4c's lexer
+feedback), and `>>` is two adjacent `>` tokens so that `register<bit<32>>` closes both lists.
+Precedence follows p4c: comparisons bind looser than bitwise operators.
+"""
+
+GRAMMAR = r"""
+start: _decl*
+
+_decl: const_decl | typedef_decl | header_decl | struct_decl | union_decl | enum_decl
+     | error_decl | match_kind_decl | extern_decl | action_decl | parser_decl | parser_type_decl
+     | control_decl | control_type_decl | package_decl | instantiation | function_decl | ";"
+
+// ---------------- annotations
+annotations: annotation+
+annotation: "@" any_name ("(" [ann_args] ")")?
+ann_args: ann_arg ("," ann_arg)*
+ann_arg: expr | NAME "=" expr
+
+// ---------------- types
+?type_ref: base_type | named_type | spec_type | stack_type | "void" -> t_void | "error" -> t_error
+          | "string" -> t_string | "tuple" _lt type_list _gt -> t_tuple
+base_type: "bool"                      -> t_bool
+         | "bit"                       -> t_bit1
+         | "bit" _lt width _gt         -> t_bit
+         | "int" _lt width _gt         -> t_int
+         | "int"                       -> t_infint
+         | "varbit" _lt width _gt      -> t_varbit
+width: INT | "(" expr ")"
+named_type: TYPE_IDENT
+spec_type: TYPE_IDENT _lt type_list _gt
+type_list: type_ref ("," type_ref)*
+stack_type: type_ref "[" expr "]"
+
+type_params: _lt type_list _gt
+_gt: GT | SHR_GT
+_lt: LT | TLT
+
+// ---------------- declarations
+const_decl: [annotations] "const" type_ref any_name "=" expr ";"
+typedef_decl: [annotations] "typedef" type_ref TYPE_IDENT ";"
+header_decl: [annotations] "header" TYPE_IDENT "{" field* "}"
+struct_decl: [annotations] "struct" TYPE_IDENT "{" field* "}"
+union_decl: [annotations] "header_union" TYPE_IDENT "{" field* "}"
+field: [annotations] type_ref member_name ";"
+enum_decl: [annotations] "enum" TYPE_IDENT "{" _names "}"
+         | [annotations] "enum" type_ref TYPE_IDENT "{" enum_value ("," enum_value)* ","? "}" -> ser_enum_decl
+enum_value: any_name "=" expr
+error_decl: "error" "{" _names "}"
+match_kind_decl: "match_kind" "{" _names "}"
+_names: any_name | any_name "," | any_name "," _names
+
+extern_decl: [annotations] "extern" TYPE_IDENT [type_params] "{" extern_member* "}" -> extern_obj
+           | [annotations] "extern" function_proto ";"                              -> extern_func
+extern_member: [annotations] TYPE_IDENT "(" params ")" ";"      -> extern_ctor
+             | [annotations] "abstract"? function_proto ";"    -> extern_method
+function_proto: type_ref any_name [type_params] "(" params ")"
+function_decl: [annotations] function_proto block
+
+params: [param ("," param)*]
+param: [annotations] [direction] type_ref any_name ("=" expr)?
+!direction: "inout" | "in" | "out"
+
+package_decl: [annotations] "package" TYPE_IDENT [type_params] "(" params ")" ";"
+parser_type_decl: [annotations] "parser" TYPE_IDENT [type_params] "(" params ")" ";"
+control_type_decl: [annotations] "control" TYPE_IDENT [type_params] "(" params ")" ";"
+
+instantiation: [annotations] type_ref "(" args ")" any_name ";"
+
+parser_decl: [annotations] "parser" TYPE_IDENT [type_params] "(" params ")" ctor_params? "{" _parser_local* parser_state+ "}"
+ctor_params: "(" params ")"
+_parser_local: const_decl | var_decl | instantiation | value_set_decl
+value_set_decl: [annotations] "value_set" _lt type_ref _gt "(" expr ")" any_name ";"
+parser_state: [annotations] "state" any_name "{" _stmt* transition? "}"
+transition: "transition" any_name ";"             -> trans_direct
+          | "transition" select_expr               -> trans_select
+select_expr: "select" "(" expr_list ")" "{" select_case* "}"
+select_case: keyset ":" any_name ";"
+?keyset: keyset_elem | "(" keyset_elem ("," keyset_elem)+ ")" -> keyset_tuple
+?keyset_elem: expr
+            | expr "&&&" expr -> ks_mask
+            | expr ".." expr  -> ks_range
+            | "default"       -> ks_default
+            | "_"             -> ks_default
+
+control_decl: [annotations] "control" TYPE_IDENT [type_params] "(" params ")" ctor_params? "{" _control_local* "apply" block "}"
+_control_local: const_decl | var_decl | instantiation | action_decl | table_decl | function_decl
+
+action_decl: [annotations] "action" any_name "(" params ")" block
+
+table_decl: [annotations] "table" any_name "{" table_prop* "}"
+table_prop: [annotations] "key" "=" "{" key_elem* "}"                    -> tp_key
+          | [annotations] "actions" "=" "{" action_ref* "}"              -> tp_actions
+          | [annotations] [CONST] "entries" "=" "{" entry* "}"            -> tp_entries
+          | [annotations] [CONST] any_name "=" expr ";"                   -> tp_value
+CONST: "const"
+key_elem: expr ":" any_name [annotations] ";"
+action_ref: [annotations] any_name ";"
+          | [annotations] any_name "(" args ")" ";"
+entry: [annotations] keyset ":" expr [annotations] ";"
+
+// ---------------- statements
+block: [annotations] "{" _stmt* "}"
+_stmt: assignment | call_stmt | if_stmt | block | exit_stmt | return_stmt | switch_stmt
+     | var_decl | const_decl | empty_stmt
+empty_stmt: ";"
+assignment: expr "=" expr ";"
+          | expr OPASSIGN expr ";" -> op_assignment
+call_stmt: expr ";"
+if_stmt: "if" "(" expr ")" _stmt ("else" _stmt)?
+exit_stmt: "exit" ";"
+return_stmt: "return" expr? ";"
+switch_stmt: "switch" "(" expr ")" "{" switch_case* "}"
+switch_case: switch_label ":" block?
+?switch_label: any_name | "default" -> sw_default | INT -> sw_int
+var_decl: [annotations] type_ref member_name ("=" expr)? ";"
+
+// ---------------- expressions (precedence as in p4c)
+expr_list: [expr ("," expr)*]
+args: [arg ("," arg)*]
+?arg: expr | NAME "=" expr -> named_arg | "_" -> dontcare_arg
+
+?expr: ternary
+?ternary: lor | lor "?" expr ":" ternary -> cond
+?lor: land | lor "||" land -> lor_op
+?land: equality | land "&&" equality -> land_op
+?equality: relational | equality EQOP relational -> binop
+?relational: bor | relational RELOP bor -> binop
+           | relational LT bor -> binop
+           | relational GT bor -> gt_op
+?bor: bxor | bor "|" bxor -> bor_op
+?bxor: band | bxor "^" band -> bxor_op
+?band: shift | band "&" shift -> band_op
+?shift: additive | shift "<<" additive -> shl_op
+      | shift SHR_GT GT additive -> shr_op
+?additive: multiplicative | additive (PLUS | MINUS | ADDOP) multiplicative -> binop
+?multiplicative: unary | multiplicative MULOP unary -> binop
+?unary: postfix
+      | "!" unary -> not_op
+      | "~" unary -> inv_op
+      | MINUS unary -> neg_op
+      | PLUS unary
+      | "(" type_ref ")" unary -> cast
+?postfix: primary
+        | postfix "." member_name -> member
+        | postfix "[" expr "]" -> index
+        | postfix "[" expr ":" expr "]" -> slice
+        | postfix "(" args ")" -> call
+        | postfix TLT type_list _gt "(" args ")" -> generic_call
+?primary: INT -> int_lit
+        | "true" -> true_lit
+        | "false" -> false_lit
+        | STRING -> string_lit
+        | NAME -> name_ref
+        | "." NAME -> name_ref
+        | "error" "." any_name -> error_member
+        | TYPE_IDENT "." member_name -> type_member
+        | TYPE_IDENT "(" args ")" -> ctor_call
+        | spec_type "(" args ")" -> ctor_call
+        | "{" expr_list "}" -> list_expr
+        | "(" expr ")"
+        | "this" -> this_ref
+
+?member_name: NAME | TYPE_IDENT | "apply" -> apply_kw | "key" -> key_kw | "state" -> state_kw
+?any_name: NAME | TYPE_IDENT | "apply" -> apply_kw | "state" -> state_kw
+
+EQOP: "==" | "!="
+RELOP: "<=" | ">="
+ADDOP: "|+|" | "|-|" | "++"
+PLUS: "+"
+MINUS: "-"
+OPASSIGN: "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | "|+|=" | "|-|="
+MULOP: "*" | "/" | "%"
+LT: "<"
+GT: ">"
+%declare TLT TYPE_IDENT SHR_GT
+
+INT: /(\d+[ws])?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|0[dD][0-9_]+|[0-9][0-9_]*)/
+STRING: /"(\\.|[^"\\\n])*"/
+NAME: /[A-Za-z_][A-Za-z0-9_]*/
+
+%ignore /[ \t\f\r\n]+/
+"""

@@ -1,0 +1,251 @@
+"""A C-like preprocessor for P4_16: #include, object-like #define/#undef, #if/#ifdef/#ifndef/#elif/
+#else/#endif with integer expressions. Comments are blanked (newlines kept) so that every output line
+maps back to one (file, line) through the SourceMap."""
+import ast
+import os
+import re
+
+from .errors import Loc, P4Error, SourceMap
+
+BUNDLED_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIRECTIVE = re.compile(r"^\s*#\s*([A-Za-z_]+)?(.*)$")
+_TOKEN_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|[A-Za-z_][A-Za-z0-9_]*')
+
+
+def strip_comments(text, file, source_map):
+    """Blank out // and /* */ comments, keeping newlines and string literals intact."""
+    out = []
+    i, n = 0, len(text)
+    line = 1
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                if text[j] == "\\":
+                    j += 1
+                if j < n and text[j] == "\n":
+                    break
+                j += 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise P4Error("unterminated /* comment", Loc(file, line, 1), source_map)
+            chunk = text[i:j + 2]
+            out.append("".join("\n" if ch == "\n" else " " for ch in chunk))
+            i = j + 2
+        else:
+            if c == "\n":
+                line += 1
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+class Preprocessor:
+    def __init__(self, include_dirs=(), defines=None):
+        self.include_dirs = [str(d) for d in include_dirs]
+        self.macros = {}
+        for name, value in (defines or {}).items():
+            self.macros[name] = str(value)
+        self.source_map = SourceMap()
+        self.out_lines = []
+        self.depth = 0
+
+    # -- public -----------------------------------------------------------------------------
+    def run_file(self, path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        self._process(text, path)
+        return "\n".join(self.out_lines) + "\n"
+
+    def run_text(self, text, filename):
+        self._process(text, filename)
+        return "\n".join(self.out_lines) + "\n"
+
+    # -- internals --------------------------------------------------------------------------
+    def _emit(self, text, file, line):
+        self.out_lines.append(text)
+        self.source_map.origins.append((file, line))
+
+    def _process(self, text, file):
+        self.depth += 1
+        if self.depth > 50:
+            raise P4Error("#include nested too deeply (recursive include?)", Loc(file, 1, 1), self.source_map)
+        self.source_map.file_lines[file] = text.split("\n")
+        clean = strip_comments(text, file, self.source_map)
+        lines = clean.split("\n")
+        # stack of [taking_now, some_branch_taken, parent_active, seen_else]
+        stack = []
+        active = True
+        i = 0
+        while i < len(lines):
+            raw = lines[i]
+            lineno = i + 1
+            # backslash continuation (directives only matter, but join generally)
+            while raw.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                raw = raw[:-1] + " " + lines[i]
+                self._emit("", file, lineno)  # keep line count aligned
+            i += 1
+            m = _DIRECTIVE.match(raw)
+            if not m:
+                self._emit(self._expand(raw, file, lineno) if active else "", file, lineno)
+                continue
+            self._emit("", file, lineno)
+            name = m.group(1) or ""
+            rest = m.group(2).strip()
+            loc = Loc(file, lineno, raw.index("#") + 1)
+            if name in ("if", "ifdef", "ifndef"):
+                if name == "if":
+                    cond = self._eval(rest, loc) if active else False
+                elif name == "ifdef":
+                    cond = self._macro_name(rest, loc) in self.macros
+                else:
+                    cond = self._macro_name(rest, loc) not in self.macros
+                taking = active and cond
+                stack.append([taking, taking, active, False])
+                active = taking
+            elif name == "elif":
+                if not stack or stack[-1][3]:
+                    raise P4Error("#elif without matching #if", loc, self.source_map)
+                top = stack[-1]
+                taking = top[2] and not top[1] and self._eval(rest, loc)
+                top[0] = taking
+                top[1] = top[1] or taking
+                active = taking
+            elif name == "else":
+                if not stack or stack[-1][3]:
+                    raise P4Error("#else without matching #if", loc, self.source_map)
+                top = stack[-1]
+                taking = top[2] and not top[1]
+                top[0], top[1], top[3] = taking, True, True
+                active = taking
+            elif name == "endif":
+                if not stack:
+                    raise P4Error("#endif without matching #if", loc, self.source_map)
+                active = stack.pop()[2]
+            elif not active:
+                continue
+            elif name == "define":
+                mm = _IDENT.match(rest)
+                if not mm:
+                    raise P4Error("#define needs a macro name", loc, self.source_map)
+                macro = mm.group(0)
+                body = rest[mm.end():]
+                if body.startswith("("):
+                    raise P4Error(f"function-like macro '{macro}' is not supported (only object-like #define)",
+                                  loc, self.source_map)
+                self.macros[macro] = body.strip()
+            elif name == "undef":
+                self.macros.pop(self._macro_name(rest, loc), None)
+            elif name == "include":
+                self._include(rest, file, loc)
+            elif name in ("pragma", "line"):
+                pass
+            elif name == "error":
+                raise P4Error(f"#error {rest}", loc, self.source_map)
+            elif name == "warning":
+                pass
+            else:
+                raise P4Error(f"unknown preprocessor directive '#{name}'", loc, self.source_map)
+        if stack:
+            raise P4Error("#if without matching #endif", Loc(file, len(lines), 1), self.source_map)
+        self.depth -= 1
+
+    def _macro_name(self, rest, loc):
+        m = _IDENT.match(rest)
+        if not m:
+            raise P4Error("expected a macro name", loc, self.source_map)
+        return m.group(0)
+
+    def _include(self, rest, file, loc):
+        rest = self._expand(rest, file, loc.line).strip()
+        if rest.startswith("<") and rest.endswith(">"):
+            name = rest[1:-1]
+            candidates = [BUNDLED_INCLUDE] + self.include_dirs
+        elif rest.startswith('"') and rest.endswith('"'):
+            name = rest[1:-1]
+            here = os.path.dirname(os.path.abspath(file)) if os.path.exists(file) else os.getcwd()
+            candidates = [here] + self.include_dirs + [BUNDLED_INCLUDE]
+        else:
+            raise P4Error(f"#include expects \"file\" or <file>, got '{rest}'", loc, self.source_map)
+        for d in candidates:
+            path = os.path.join(d, name)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                shown = path if d != BUNDLED_INCLUDE else name
+                self._process(text, shown)
+                return
+        raise P4Error(f"cannot find include file '{name}'", loc, self.source_map)
+
+    def _expand(self, text, file, line, seen=frozenset()):
+        if not self.macros:
+            return text
+
+        def repl(m):
+            tok = m.group(0)
+            if tok.startswith('"') or tok not in self.macros or tok in seen:
+                return tok
+            return self._expand(self.macros[tok], file, line, seen | {tok})
+
+        return _TOKEN_OR_STRING.sub(repl, text)
+
+    def _eval(self, expr, loc):
+        # defined(X) / defined X first, then macro expansion, then a small safe evaluator
+        expr = re.sub(r"defined\s*\(\s*([A-Za-z_]\w*)\s*\)|defined\s+([A-Za-z_]\w*)",
+                      lambda m: "1" if (m.group(1) or m.group(2)) in self.macros else "0", expr)
+        expr = self._expand(expr, loc.file, loc.line)
+        expr = _IDENT.sub(lambda m: m.group(0) if m.group(0) in ("and", "or", "not") else "0", expr)
+        py = expr.replace("&&", " and ").replace("||", " or ")
+        py = re.sub(r"!(?!=)", " not ", py)
+        py = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", py)
+        try:
+            tree = ast.parse(py.strip(), mode="eval")
+            return bool(_safe_eval(tree.body))
+        except (SyntaxError, ValueError, ZeroDivisionError):
+            raise P4Error(f"cannot evaluate #if expression '{expr.strip()}'", loc, self.source_map) from None
+
+
+def _safe_eval(node):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.BoolOp):
+        vals = [_safe_eval(v) for v in node.values]
+        return all(vals) if isinstance(node.op, ast.And) else any(vals)
+    if isinstance(node, ast.UnaryOp):
+        v = _safe_eval(node.operand)
+        return {ast.Not: lambda: int(not v), ast.USub: lambda: -v, ast.UAdd: lambda: v,
+                ast.Invert: lambda: ~v}[type(node.op)]()
+    if isinstance(node, ast.BinOp):
+        a, b = _safe_eval(node.left), _safe_eval(node.right)
+        ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+               ast.FloorDiv: lambda: a // b, ast.Div: lambda: a // b, ast.Mod: lambda: a % b,
+               ast.LShift: lambda: a << b, ast.RShift: lambda: a >> b, ast.BitAnd: lambda: a & b,
+               ast.BitOr: lambda: a | b, ast.BitXor: lambda: a ^ b}
+        if type(node.op) in ops:
+            return ops[type(node.op)]()
+    if isinstance(node, ast.Compare):
+        left = _safe_eval(node.left)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _safe_eval(right_node)
+            ok = {ast.Eq: left == right, ast.NotEq: left != right, ast.Lt: left < right,
+                  ast.LtE: left <= right, ast.Gt: left > right, ast.GtE: left >= right}.get(type(op))
+            if ok is None:
+                raise ValueError("bad comparison")
+            if not ok:
+                return 0
+            left = right
+        return 1
+    if isinstance(node, ast.IfExp):
+        return _safe_eval(node.body) if _safe_eval(node.test) else _safe_eval(node.orelse)
+    raise ValueError("unsupported")

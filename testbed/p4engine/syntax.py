@@ -1,0 +1,818 @@
+"""Source text -> AST: preprocessing, type-name discovery, LALR parsing (lark) and tree building.
+
+The AST is made of `Node`s: a kind string, a location, and keyword fields. Keeping one generic
+node class keeps the frontend small; the checker and the compiler dispatch on `kind`.
+"""
+import re
+import threading
+
+from lark import Lark, Token, Transformer, v_args
+from lark.lexer import BasicLexer, Lexer, LexerState
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from .errors import Loc, P4Error
+from .grammar import GRAMMAR
+from .preprocess import Preprocessor
+
+
+class Node:
+    __slots__ = ("kind", "loc", "__dict__")
+
+    def __init__(self, kind, loc, **fields):
+        self.kind = kind
+        self.loc = loc
+        self.__dict__.update(fields)
+
+    def __repr__(self):
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
+        return f"{self.kind}({inner})"
+
+
+_parser = None
+_CURRENT = threading.local()
+
+
+class _P4Lexer(Lexer):
+    """lark's basic lexer plus p4c-style token feedback: identifiers naming types become
+    TYPE_IDENT, '<' right after `lookahead`/`extract` opens type arguments (TLT), and a '>'
+    immediately followed by '>' is SHR_GT (so `>>` closes two lists or shifts)."""
+
+    def __init__(self, lexer_conf):
+        self.basic = BasicLexer(lexer_conf)
+
+    def lex(self, data):
+        type_names = _CURRENT.type_names
+        prev = None
+        for tok in self.basic.lex(LexerState(data), None):
+            t = tok.type
+            if t == "NAME":
+                if tok.value in type_names:
+                    tok.type = "TYPE_IDENT"
+            elif t == "LT":
+                if prev is not None and prev.value in _GENERIC_FUNCS and prev.end_pos == tok.start_pos:
+                    tok.type = "TLT"
+            elif t == "GT":
+                if data.startswith(">", tok.end_pos):
+                    tok.type = "SHR_GT"
+            prev = tok
+            yield tok
+
+
+def _get_parser():
+    global _parser
+    if _parser is None:
+        _parser = Lark(GRAMMAR, parser="lalr", lexer=_P4Lexer, propagate_positions=True,
+                       maybe_placeholders=True)
+    return _parser
+
+
+# ---------------------------------------------------------------------------------------------
+# type names: p4c's lexer knows which identifiers name types; we find them by scanning first.
+_SCAN_TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|[A-Za-z_][A-Za-z0-9_]*|\d\w*|\S')
+_TYPE_DECL_KW = {"header", "header_union", "struct", "extern", "parser", "control", "package", "enum"}
+_SOFT = {"apply", "state", "key"}
+_GENERIC_FUNCS = {"lookahead", "extract"}
+
+
+def scan_type_names(text):
+    toks = [m.group(0) for m in _SCAN_TOKEN.finditer(text)]
+    names = set()
+    n = len(toks)
+
+    def take_params(j):
+        # toks[j] == '<' : collect identifiers up to the matching '>'
+        depth = 0
+        while j < n:
+            t = toks[j]
+            if t == "<":
+                depth += 1
+            elif t == ">":
+                depth -= 1
+                if depth == 0:
+                    return j
+            elif depth == 1 and (toks[j - 1] in ("<", ",")) and re.match(r"[A-Za-z_]", t) and \
+                    j + 1 < n and toks[j + 1] in (",", ">"):
+                names.add(t)
+            j += 1
+        return j
+
+    for i, t in enumerate(toks):
+        if t in _TYPE_DECL_KW and i + 1 < n:
+            j = i + 1
+            if t == "enum" and toks[j] == "bit":
+                # enum bit<8> Name
+                while j < n and toks[j] != ">":
+                    j += 1
+                j += 1
+            if j < n and re.match(r"[A-Za-z_]", toks[j]):
+                if t == "extern":
+                    # extern Name {  /  extern Name<...> {  => type; otherwise a function
+                    if j + 1 < n and toks[j + 1] in ("{", "<"):
+                        if toks[j + 1] == "<":
+                            k = take_params(j + 1)
+                            if k + 1 < n and toks[k + 1] == "{":
+                                names.add(toks[j])
+                        else:
+                            names.add(toks[j])
+                    continue
+                names.add(toks[j])
+                if j + 1 < n and toks[j + 1] == "<":
+                    take_params(j + 1)
+        elif t == "typedef" and (i == 0 or toks[i - 1] in (";", "}", ")")):
+            j = i + 1
+            while j < n and toks[j] != ";":
+                j += 1
+            if j - 1 > i and re.match(r"[A-Za-z_]", toks[j - 1]):
+                names.add(toks[j - 1])
+        elif t == "<" and i > 0 and re.match(r"[A-Za-z_]", toks[i - 1]):
+            # generic function/method declaration: name<T, U>(
+            k = take_params_peek(toks, i)
+            if k is not None and k + 1 < n and toks[k + 1] == "(" and i > 1 and \
+                    re.match(r"[A-Za-z_]", toks[i - 2]) and toks[i - 2] not in ("return",):
+                take_params(i)
+    return names
+
+
+def take_params_peek(toks, i):
+    depth = 0
+    for j in range(i, min(len(toks), i + 40)):
+        if toks[j] == "<":
+            depth += 1
+        elif toks[j] == ">":
+            depth -= 1
+            if depth == 0:
+                return j
+        elif toks[j] in (";", "{", "}", "(", ")", "=", "&&", "|"):
+            return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+def parse_program(path=None, text=None, filename="<string>", include_dirs=(), defines=None):
+    """Preprocess and parse; returns (list of declaration Nodes, SourceMap)."""
+    pp = Preprocessor(include_dirs, defines)
+    try:
+        if path is not None:
+            out = pp.run_file(path)
+        else:
+            out = pp.run_text(text, filename)
+    except P4Error as e:
+        raise e.with_source_map(pp.source_map) from None
+    except OSError as e:
+        raise P4Error(f"cannot read {path}: {e.strerror}", Loc(str(path), 0, 0)) from None
+    smap = pp.source_map
+    type_names = scan_type_names(out)
+
+    def loc_of(line, col):
+        file, fline = smap.origin(line)
+        return Loc(file, fline, col)
+
+    parser = _get_parser()
+    _CURRENT.type_names = type_names
+    try:
+        tree = parser.parse(out)
+    except UnexpectedInput as e:
+        raise _syntax_error(e, loc_of, smap) from None
+    builder = AstBuilder(loc_of)
+    try:
+        decls = builder.transform(tree)
+    except P4Error as e:
+        raise e.with_source_map(smap) from None
+    except Exception as e:  # lark wraps our errors in VisitError
+        inner = getattr(e, "orig_exc", None)
+        if isinstance(inner, P4Error):
+            raise inner.with_source_map(smap) from None
+        raise
+    return decls, smap
+
+
+def _syntax_error(e, loc_of, smap):
+    line = getattr(e, "line", 0) or 0
+    col = getattr(e, "column", 0) or 0
+    if isinstance(e, UnexpectedToken):
+        tok = e.token
+        if tok.type == "$END":
+            msg = "syntax error: unexpected end of program"
+        else:
+            what = tok.value
+            msg = f"syntax error: unexpected '{what}'"
+            if tok.type == "TYPE_IDENT":
+                msg += " (a type name here)"
+            if what in ("varbit", "header_union", "value_set", "tuple", "abstract", "this"):
+                msg = f"'{what}' is not supported by this engine (outside the P4 subset)"
+        exp = sorted(x for x in (e.expected or ()) if not x.startswith("__"))
+        if exp and len(exp) <= 6 and tok.type != "$END":
+            msg += "; expected one of " + ", ".join(_pretty_term(x) for x in exp)
+    elif isinstance(e, UnexpectedCharacters):
+        msg = f"syntax error: unexpected character '{e.char}'"
+    elif isinstance(e, UnexpectedEOF):
+        msg = "syntax error: unexpected end of program"
+    else:
+        msg = "syntax error"
+    return P4Error(msg, loc_of(line, col), smap)
+
+
+_TERM_NAMES = {"SEMICOLON": "';'", "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'",
+               "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "NAME": "an identifier",
+               "TYPE_IDENT": "a type name", "GT": "'>'", "LT": "'<'", "DOT": "'.'", "INT": "a number",
+               "LSQB": "'['", "RSQB": "']'"}
+
+
+def _pretty_term(t):
+    return _TERM_NAMES.get(t, t.lower())
+
+
+# ---------------------------------------------------------------------------------------------
+def _tok(x):
+    return isinstance(x, Token)
+
+
+def parse_int_literal(text):
+    """'8w0x1F' -> (31, 8, False); '5' -> (5, None, False); '4s-1' handled by unary minus."""
+    width = None
+    signed = False
+    m = re.match(r"(\d+)([ws])(.*)$", text)
+    if m:
+        width = int(m.group(1))
+        signed = m.group(2) == "s"
+        text = m.group(3)
+    t = text.replace("_", "")
+    low = t.lower()
+    if low.startswith("0x"):
+        v = int(t[2:], 16)
+    elif low.startswith("0b"):
+        v = int(t[2:], 2)
+    elif low.startswith("0o"):
+        v = int(t[2:], 8)
+    elif low.startswith("0d"):
+        v = int(t[2:], 10)
+    else:
+        v = int(t, 10)
+    return v, width, signed
+
+
+class AstBuilder(Transformer):
+    """lark Tree -> Node. Methods get the children list and the tree meta."""
+
+    def __init__(self, loc_of):
+        super().__init__(visit_tokens=False)
+        self.loc_of = loc_of
+
+    def _loc(self, meta):
+        if getattr(meta, "empty", True) and not hasattr(meta, "line"):
+            return Loc("<unknown>", 0, 0)
+        return self.loc_of(meta.line, meta.column)
+
+    def _tloc(self, tok):
+        if not _tok(tok):
+            return Loc("<unknown>", 0, 0)
+        return self.loc_of(tok.line, tok.column)
+
+    def __default__(self, data, children, meta):
+        raise P4Error(f"internal: unhandled grammar rule '{data}'", self._loc(meta))
+
+    # -- helpers
+    @staticmethod
+    def _annos(x):
+        return x if isinstance(x, list) else []
+
+    # -- top
+    @v_args(meta=True)
+    def start(self, meta, ch):
+        return [c for c in ch if isinstance(c, Node)]
+
+    @v_args(meta=True)
+    def annotations(self, meta, ch):
+        return list(ch)
+
+    @v_args(meta=True)
+    def annotation(self, meta, ch):
+        name = str(ch[0])
+        args = ch[1] if len(ch) > 1 and ch[1] is not None else []
+        return Node("annotation", self._loc(meta), name=name, args=args)
+
+    def ann_args(self, ch):
+        return list(ch)
+
+    @v_args(meta=True)
+    def ann_arg(self, meta, ch):
+        if len(ch) == 2:
+            return Node("kv", self._loc(meta), key=str(ch[0]), value=ch[1])
+        return ch[0]
+
+    # -- types
+    @v_args(meta=True)
+    def t_void(self, meta, ch):
+        return Node("t_void", self._loc(meta))
+
+    @v_args(meta=True)
+    def t_error(self, meta, ch):
+        return Node("t_error", self._loc(meta))
+
+    @v_args(meta=True)
+    def t_string(self, meta, ch):
+        return Node("t_string", self._loc(meta))
+
+    @v_args(meta=True)
+    def t_tuple(self, meta, ch):
+        return Node("t_tuple", self._loc(meta), types=[c for c in ch if isinstance(c, list)][0])
+
+    @v_args(meta=True)
+    def t_bool(self, meta, ch):
+        return Node("t_bool", self._loc(meta))
+
+    @v_args(meta=True)
+    def t_bit1(self, meta, ch):
+        return Node("t_bit", self._loc(meta), width=Node("int", self._loc(meta), value=1, width=None, signed=False))
+
+    @v_args(meta=True)
+    def t_bit(self, meta, ch):
+        return Node("t_bit", self._loc(meta), width=[c for c in ch if isinstance(c, Node)][0])
+
+    @v_args(meta=True)
+    def t_int(self, meta, ch):
+        return Node("t_int", self._loc(meta), width=[c for c in ch if isinstance(c, Node)][0])
+
+    @v_args(meta=True)
+    def t_infint(self, meta, ch):
+        return Node("t_infint", self._loc(meta))
+
+    @v_args(meta=True)
+    def t_varbit(self, meta, ch):
+        return Node("t_varbit", self._loc(meta))
+
+    @v_args(meta=True)
+    def width(self, meta, ch):
+        c = ch[0]
+        if _tok(c):
+            v, w, s = parse_int_literal(str(c))
+            return Node("int", self._tloc(c), value=v, width=w, signed=s)
+        return c
+
+    @v_args(meta=True)
+    def named_type(self, meta, ch):
+        return Node("t_named", self._loc(meta), name=str(ch[0]))
+
+    @v_args(meta=True)
+    def spec_type(self, meta, ch):
+        args = [c for c in ch if isinstance(c, list)][0]
+        return Node("t_spec", self._loc(meta), name=str(ch[0]), args=args)
+
+    def type_list(self, ch):
+        return [c for c in ch if isinstance(c, Node)]
+
+    @v_args(meta=True)
+    def stack_type(self, meta, ch):
+        return Node("t_stack", self._loc(meta), elem=ch[0], size=ch[1])
+
+    @v_args(meta=True)
+    def type_params(self, meta, ch):
+        lst = [c for c in ch if isinstance(c, list)][0]
+        names = []
+        for t in lst:
+            if t.kind != "t_named":
+                raise P4Error("type parameter must be a plain name", t.loc)
+            names.append(t.name)
+        return names
+
+    # -- declarations
+    @v_args(meta=True)
+    def const_decl(self, meta, ch):
+        return Node("const", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]), value=ch[3])
+
+    @v_args(meta=True)
+    def typedef_decl(self, meta, ch):
+        return Node("typedef", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]))
+
+    def _fields_decl(self, kind, meta, ch):
+        return Node(kind, self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]),
+                    fields=[c for c in ch[2:] if isinstance(c, Node)])
+
+    @v_args(meta=True)
+    def header_decl(self, meta, ch):
+        return self._fields_decl("header", meta, ch)
+
+    @v_args(meta=True)
+    def struct_decl(self, meta, ch):
+        return self._fields_decl("struct", meta, ch)
+
+    @v_args(meta=True)
+    def union_decl(self, meta, ch):
+        raise P4Error("header_union is not supported by this engine (outside the P4 subset)", self._loc(meta))
+
+    @v_args(meta=True)
+    def field(self, meta, ch):
+        return Node("field", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]))
+
+    @v_args(meta=True)
+    def enum_decl(self, meta, ch):
+        return Node("enum", self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]),
+                    members=[str(c) for c in ch[2:] if _tok(c)])
+
+    @v_args(meta=True)
+    def ser_enum_decl(self, meta, ch):
+        return Node("ser_enum", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]),
+                    members=[c for c in ch[3:] if isinstance(c, tuple)])
+
+    def enum_value(self, ch):
+        return (str(ch[0]), ch[1])
+
+    @v_args(meta=True)
+    def error_decl(self, meta, ch):
+        return Node("error_decl", self._loc(meta), members=[str(c) for c in ch if _tok(c)])
+
+    @v_args(meta=True)
+    def match_kind_decl(self, meta, ch):
+        return Node("match_kind_decl", self._loc(meta), members=[str(c) for c in ch if _tok(c)])
+
+    @v_args(meta=True)
+    def extern_obj(self, meta, ch):
+        members = [c for c in ch[3:] if isinstance(c, Node)]
+        return Node("extern_obj", self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]),
+                    tparams=ch[2] or [], ctors=[m for m in members if m.kind == "extern_ctor"],
+                    methods=[m for m in members if m.kind == "extern_method"])
+
+    @v_args(meta=True)
+    def extern_func(self, meta, ch):
+        return Node("extern_func", self._loc(meta), annos=self._annos(ch[0]), proto=ch[1], name=ch[1].name)
+
+    @v_args(meta=True)
+    def extern_ctor(self, meta, ch):
+        return Node("extern_ctor", self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]), params=ch[2])
+
+    @v_args(meta=True)
+    def extern_method(self, meta, ch):
+        proto = [c for c in ch if isinstance(c, Node) and c.kind == "proto"][0]
+        return Node("extern_method", self._loc(meta), annos=self._annos(ch[0]), proto=proto, name=proto.name)
+
+    @v_args(meta=True)
+    def function_proto(self, meta, ch):
+        return Node("proto", self._loc(meta), ret=ch[0], name=str(ch[1]), tparams=ch[2] or [], params=ch[3])
+
+    @v_args(meta=True)
+    def function_decl(self, meta, ch):
+        return Node("function", self._loc(meta), annos=self._annos(ch[0]), proto=ch[1], name=ch[1].name, body=ch[2])
+
+    def direction(self, ch):
+        return str(ch[0])
+
+    def params(self, ch):
+        return [c for c in ch if isinstance(c, Node)]
+
+    @v_args(meta=True)
+    def param(self, meta, ch):
+        annos, direction, typ, name = ch[0], ch[1], ch[2], ch[3]
+        default = ch[4] if len(ch) > 4 else None
+        return Node("param", self._loc(meta), annos=self._annos(annos),
+                    direction=str(direction) if direction is not None else None,
+                    type=typ, name=str(name), default=default)
+
+    def _typedecl(self, kind, meta, ch):
+        return Node(kind, self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]), tparams=ch[2] or [], params=ch[3])
+
+    @v_args(meta=True)
+    def package_decl(self, meta, ch):
+        return self._typedecl("package_decl", meta, ch)
+
+    @v_args(meta=True)
+    def parser_type_decl(self, meta, ch):
+        return self._typedecl("parser_type", meta, ch)
+
+    @v_args(meta=True)
+    def control_type_decl(self, meta, ch):
+        return self._typedecl("control_type", meta, ch)
+
+    @v_args(meta=True)
+    def instantiation(self, meta, ch):
+        return Node("instance", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], args=ch[2], name=str(ch[3]))
+
+    def ctor_params(self, ch):
+        return ("ctor_params", ch[0])
+
+    @v_args(meta=True)
+    def parser_decl(self, meta, ch):
+        rest = ch[4:]
+        ctor = []
+        if rest and isinstance(rest[0], tuple):
+            ctor = rest[0][1]
+            rest = rest[1:]
+        locals_ = [c for c in rest if isinstance(c, Node) and c.kind != "state"]
+        states = [c for c in rest if isinstance(c, Node) and c.kind == "state"]
+        return Node("parser", self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]), tparams=ch[2] or [],
+                    params=ch[3], ctor_params=ctor, locals=locals_, states=states)
+
+    @v_args(meta=True)
+    def value_set_decl(self, meta, ch):
+        raise P4Error("value_set is not supported by this engine (outside the P4 subset)", self._loc(meta))
+
+    @v_args(meta=True)
+    def parser_state(self, meta, ch):
+        stmts = [c for c in ch[2:] if isinstance(c, Node) and c.kind not in ("trans_direct", "trans_select")]
+        trans = [c for c in ch[2:] if isinstance(c, Node) and c.kind in ("trans_direct", "trans_select")]
+        return Node("state", self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]), stmts=stmts,
+                    transition=trans[0] if trans else None)
+
+    @v_args(meta=True)
+    def trans_direct(self, meta, ch):
+        return Node("trans_direct", self._loc(meta), target=str(ch[0]), target_loc=self._tloc(ch[0]))
+
+    @v_args(meta=True)
+    def trans_select(self, meta, ch):
+        sel = ch[0]
+        return Node("trans_select", self._loc(meta), exprs=sel.exprs, cases=sel.cases)
+
+    @v_args(meta=True)
+    def select_expr(self, meta, ch):
+        return Node("select", self._loc(meta), exprs=ch[0], cases=[c for c in ch[1:] if isinstance(c, Node)])
+
+    @v_args(meta=True)
+    def select_case(self, meta, ch):
+        return Node("select_case", self._loc(meta), keyset=ch[0], target=str(ch[1]), target_loc=self._tloc(ch[1]))
+
+    @v_args(meta=True)
+    def keyset_tuple(self, meta, ch):
+        return Node("ks_tuple", self._loc(meta), items=list(ch))
+
+    @v_args(meta=True)
+    def ks_mask(self, meta, ch):
+        return Node("ks_mask", self._loc(meta), value=ch[0], mask=ch[1])
+
+    @v_args(meta=True)
+    def ks_range(self, meta, ch):
+        return Node("ks_range", self._loc(meta), low=ch[0], high=ch[1])
+
+    @v_args(meta=True)
+    def ks_default(self, meta, ch):
+        return Node("ks_default", self._loc(meta))
+
+    @v_args(meta=True)
+    def control_decl(self, meta, ch):
+        rest = ch[4:]
+        ctor = []
+        if rest and isinstance(rest[0], tuple):
+            ctor = rest[0][1]
+            rest = rest[1:]
+        body = rest[-1]
+        return Node("control", self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]), tparams=ch[2] or [],
+                    params=ch[3], ctor_params=ctor, locals=[c for c in rest[:-1] if isinstance(c, Node)], body=body)
+
+    @v_args(meta=True)
+    def action_decl(self, meta, ch):
+        return Node("action", self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]), params=ch[2], body=ch[3])
+
+    @v_args(meta=True)
+    def table_decl(self, meta, ch):
+        return Node("table", self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]),
+                    props=[c for c in ch[2:] if isinstance(c, Node)])
+
+    @v_args(meta=True)
+    def tp_key(self, meta, ch):
+        return Node("tp_key", self._loc(meta), annos=self._annos(ch[0]), keys=[c for c in ch[1:] if isinstance(c, Node)])
+
+    @v_args(meta=True)
+    def tp_actions(self, meta, ch):
+        return Node("tp_actions", self._loc(meta), annos=self._annos(ch[0]),
+                    actions=[c for c in ch[1:] if isinstance(c, Node)])
+
+    @v_args(meta=True)
+    def tp_entries(self, meta, ch):
+        return Node("tp_entries", self._loc(meta), annos=self._annos(ch[0]), const=ch[1] is not None,
+                    entries=[c for c in ch[2:] if isinstance(c, Node)])
+
+    @v_args(meta=True)
+    def tp_value(self, meta, ch):
+        return Node("tp_value", self._loc(meta), annos=self._annos(ch[0]), const=ch[1] is not None,
+                    name=str(ch[2]), value=ch[3])
+
+    @v_args(meta=True)
+    def key_elem(self, meta, ch):
+        return Node("key_elem", self._loc(meta), expr=ch[0], match_kind=str(ch[1]), mk_loc=self._tloc(ch[1]),
+                    annos=self._annos(ch[2]))
+
+    @v_args(meta=True)
+    def action_ref(self, meta, ch):
+        return Node("action_ref", self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]),
+                    args=ch[2] if len(ch) > 2 else None)
+
+    @v_args(meta=True)
+    def entry(self, meta, ch):
+        return Node("entry", self._loc(meta), annos=self._annos(ch[0]), keyset=ch[1], action=ch[2],
+                    annos2=self._annos(ch[3]))
+
+    # -- statements
+    @v_args(meta=True)
+    def block(self, meta, ch):
+        return Node("block", self._loc(meta), annos=self._annos(ch[0]), stmts=[c for c in ch[1:] if isinstance(c, Node)])
+
+    @v_args(meta=True)
+    def empty_stmt(self, meta, ch):
+        return Node("empty", self._loc(meta))
+
+    @v_args(meta=True)
+    def assignment(self, meta, ch):
+        return Node("assign", self._loc(meta), lhs=ch[0], rhs=ch[1])
+
+    @v_args(meta=True)
+    def op_assignment(self, meta, ch):
+        op = str(ch[1])[:-1]
+        return Node("assign", self._loc(meta), lhs=ch[0],
+                    rhs=Node("binop", self._loc(meta), op=op, left=ch[0], right=ch[2]))
+
+    @v_args(meta=True)
+    def call_stmt(self, meta, ch):
+        return Node("call_stmt", self._loc(meta), expr=ch[0])
+
+    @v_args(meta=True)
+    def if_stmt(self, meta, ch):
+        return Node("if", self._loc(meta), cond=ch[0], then=ch[1], els=ch[2] if len(ch) > 2 else None)
+
+    @v_args(meta=True)
+    def exit_stmt(self, meta, ch):
+        return Node("exit", self._loc(meta))
+
+    @v_args(meta=True)
+    def return_stmt(self, meta, ch):
+        return Node("return", self._loc(meta), value=ch[0] if ch else None)
+
+    @v_args(meta=True)
+    def switch_stmt(self, meta, ch):
+        return Node("switch", self._loc(meta), expr=ch[0], cases=[c for c in ch[1:] if isinstance(c, Node)])
+
+    @v_args(meta=True)
+    def switch_case(self, meta, ch):
+        label = ch[0]
+        if _tok(label):
+            label = str(label)
+        return Node("switch_case", self._loc(meta), label=label, body=ch[1] if len(ch) > 1 else None)
+
+    @v_args(meta=True)
+    def sw_default(self, meta, ch):
+        return Node("sw_default", self._loc(meta))
+
+    @v_args(meta=True)
+    def sw_int(self, meta, ch):
+        v, w, s = parse_int_literal(str(ch[0]))
+        return Node("int", self._loc(meta), value=v, width=w, signed=s)
+
+    @v_args(meta=True)
+    def var_decl(self, meta, ch):
+        return Node("var", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]),
+                    init=ch[3] if len(ch) > 3 else None)
+
+    # -- expressions
+    def expr_list(self, ch):
+        return [c for c in ch if c is not None]
+
+    def args(self, ch):
+        return [c for c in ch if c is not None]
+
+    @v_args(meta=True)
+    def named_arg(self, meta, ch):
+        return Node("named_arg", self._loc(meta), name=str(ch[0]), value=ch[1])
+
+    @v_args(meta=True)
+    def dontcare_arg(self, meta, ch):
+        return Node("dontcare", self._loc(meta))
+
+    @v_args(meta=True)
+    def cond(self, meta, ch):
+        return Node("cond", self._loc(meta), cond=ch[0], a=ch[1], b=ch[2])
+
+    def _bin(self, op, meta, ch):
+        return Node("binop", self._loc(meta), op=op, left=ch[0], right=ch[-1])
+
+    @v_args(meta=True)
+    def lor_op(self, meta, ch):
+        return self._bin("||", meta, ch)
+
+    @v_args(meta=True)
+    def land_op(self, meta, ch):
+        return self._bin("&&", meta, ch)
+
+    @v_args(meta=True)
+    def binop(self, meta, ch):
+        return self._bin(str(ch[1]), meta, ch)
+
+    @v_args(meta=True)
+    def gt_op(self, meta, ch):
+        return self._bin(">", meta, ch)
+
+    @v_args(meta=True)
+    def bor_op(self, meta, ch):
+        return self._bin("|", meta, ch)
+
+    @v_args(meta=True)
+    def bxor_op(self, meta, ch):
+        return self._bin("^", meta, ch)
+
+    @v_args(meta=True)
+    def band_op(self, meta, ch):
+        return self._bin("&", meta, ch)
+
+    @v_args(meta=True)
+    def shl_op(self, meta, ch):
+        return self._bin("<<", meta, ch)
+
+    @v_args(meta=True)
+    def shr_op(self, meta, ch):
+        return self._bin(">>", meta, ch)
+
+    @v_args(meta=True)
+    def not_op(self, meta, ch):
+        return Node("unop", self._loc(meta), op="!", expr=ch[0])
+
+    @v_args(meta=True)
+    def inv_op(self, meta, ch):
+        return Node("unop", self._loc(meta), op="~", expr=ch[0])
+
+    @v_args(meta=True)
+    def neg_op(self, meta, ch):
+        return Node("unop", self._loc(meta), op="-", expr=ch[-1])
+
+    @v_args(meta=True)
+    def unary(self, meta, ch):  # unary plus
+        return ch[-1]
+
+    @v_args(meta=True)
+    def cast(self, meta, ch):
+        return Node("cast", self._loc(meta), type=ch[0], expr=ch[1])
+
+    @v_args(meta=True)
+    def member(self, meta, ch):
+        name = ch[1]
+        name = str(name) if _tok(name) else name
+        return Node("member", self._loc(meta), expr=ch[0], name=name)
+
+    def apply_kw(self, ch):
+        return "apply"
+
+    def key_kw(self, ch):
+        return "key"
+
+    def state_kw(self, ch):
+        return "state"
+
+    @v_args(meta=True)
+    def index(self, meta, ch):
+        return Node("index", self._loc(meta), expr=ch[0], index=ch[1])
+
+    @v_args(meta=True)
+    def slice(self, meta, ch):
+        return Node("slice", self._loc(meta), expr=ch[0], hi=ch[1], lo=ch[2])
+
+    @v_args(meta=True)
+    def call(self, meta, ch):
+        return Node("call", self._loc(meta), func=ch[0], args=ch[1], targs=[])
+
+    @v_args(meta=True)
+    def generic_call(self, meta, ch):
+        lst = [c for c in ch if isinstance(c, list)]
+        return Node("call", self._loc(meta), func=ch[0], targs=lst[0], args=lst[1])
+
+    @v_args(meta=True)
+    def int_lit(self, meta, ch):
+        v, w, s = parse_int_literal(str(ch[0]))
+        if w is not None and w <= 0:
+            raise P4Error(f"integer literal '{ch[0]}' has a non-positive width", self._loc(meta))
+        return Node("int", self._loc(meta), value=v, width=w, signed=s)
+
+    @v_args(meta=True)
+    def true_lit(self, meta, ch):
+        return Node("bool", self._loc(meta), value=True)
+
+    @v_args(meta=True)
+    def false_lit(self, meta, ch):
+        return Node("bool", self._loc(meta), value=False)
+
+    @v_args(meta=True)
+    def string_lit(self, meta, ch):
+        raw = str(ch[0])[1:-1]
+        return Node("string", self._loc(meta), value=bytes(raw, "utf-8").decode("unicode_escape"))
+
+    @v_args(meta=True)
+    def name_ref(self, meta, ch):
+        return Node("name", self._loc(meta), name=str(ch[0]))
+
+    @v_args(meta=True)
+    def error_member(self, meta, ch):
+        return Node("error_member", self._loc(meta), name=str(ch[0]))
+
+    @v_args(meta=True)
+    def type_member(self, meta, ch):
+        name = ch[1]
+        return Node("type_member", self._loc(meta), type_name=str(ch[0]), name=str(name) if _tok(name) else name)
+
+    @v_args(meta=True)
+    def ctor_call(self, meta, ch):
+        t = ch[0]
+        if _tok(t):
+            t = Node("t_named", self._tloc(t), name=str(t))
+        return Node("ctor", self._loc(meta), type=t, args=ch[1])
+
+    @v_args(meta=True)
+    def list_expr(self, meta, ch):
+        return Node("list", self._loc(meta), items=ch[0])
+
+    @v_args(meta=True)
+    def this_ref(self, meta, ch):
+        raise P4Error("'this' is not supported by this engine (outside the P4 subset)", self._loc(meta))
