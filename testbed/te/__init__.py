@@ -9,8 +9,10 @@ Modules, one concern each:
   ``ecmp_loads(graph, demands)``; ``max_utilization(graph, loads)``.
 * :mod:`testbed.te.collector` – counter samples to rates, demand hints, interface operstate.
 * :mod:`testbed.te.programmer` – ``OverrideProgrammer`` (dry-run, FabricController adapter,
-  native-thread wrapper); ``make_programmer(kind, clos)``.
-* :mod:`testbed.te.native` – ``NativeWorker``: every gRPC call runs on one native thread.
+  worker-process wrapper); ``make_programmer(kind, clos)``.
+* :mod:`testbed.te.worker` – ``ProcessWorker``: every gRPC call runs in a child process
+  that never imports eventlet (ryu-manager patches threading in place).
+* :mod:`testbed.te.p4rt_probe` – P4Runtime Capabilities of each switch (reachability).
 * :mod:`testbed.te.service` – ``TEService``: the state and operations the REST API exposes.
 * :mod:`testbed.te.app` – the Ryu app and its REST controller (loaded by ryu-manager).
 * :mod:`testbed.te.launcher` – runs ryu-manager on Python 3.11 (``python -m testbed.te.launcher``).

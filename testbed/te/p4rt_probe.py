@@ -1,9 +1,11 @@
 """Ask each switch's P4Runtime server for its Capabilities: is it there, which API version.
 
-Runs on the native worker (see :mod:`testbed.te.native`); the result says which kind
-of thread made the call, so the REST answer itself shows that gRPC stayed out of the
-green threads.
+Under the Ryu app this runs in the worker process (see :mod:`testbed.te.worker`); the
+result names the process that made the call and whether eventlet is loaded in it, so
+the REST answer itself shows that gRPC stayed away from the green threads.
 """
+import os
+import sys
 import threading
 import time
 
@@ -12,10 +14,8 @@ def probe(addr, timeout_s=2.0):
     import grpc
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-    from testbed.te.native import current_thread_is_native
-
     started = time.monotonic()
-    result = {"addr": addr, "native_thread": current_thread_is_native(),
+    result = {"addr": addr, "pid": os.getpid(), "eventlet_loaded": "eventlet" in sys.modules,
               "thread": threading.current_thread().name}
     channel = grpc.insecure_channel(addr)
     try:

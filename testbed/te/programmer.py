@@ -6,8 +6,8 @@ The TE service talks to an :class:`OverrideProgrammer`; three exist:
   and what-if runs with no fabric behind the app);
 * :class:`FabricProgrammer` adapts ``testbed.control.FabricController`` (P4Runtime to
   the leaves: the override table, per-port and per-override counters);
-* :class:`NativeProgrammer` wraps either so that every call runs on the native worker
-  thread (:mod:`testbed.te.native`): under Ryu, gRPC must never run in a green thread.
+* :class:`ProcessProgrammer` runs either inside the worker process
+  (:mod:`testbed.te.worker`): under Ryu, gRPC must never run under eventlet.
 
 Counters come back normalised to :class:`CounterSample`: cumulative bytes per
 directed link (a port's tx bytes) and per demand key, whatever the controller's own
@@ -85,36 +85,56 @@ class DryRunProgrammer(OverrideProgrammer):
         return CounterSample(time.monotonic(), dict(self._sample.port_tx_bytes), dict(self._sample.demand_bytes))
 
 
-class NativeProgrammer(OverrideProgrammer):
-    """Forwards every call to `inner` on a native worker thread."""
+class ProcessProgrammer(OverrideProgrammer):
+    """Runs a programmer of `kind` inside the worker process (see :mod:`testbed.te.worker`).
 
-    def __init__(self, inner: OverrideProgrammer, worker=None, timeout=30.0):
-        from testbed.te.native import NativeWorker
-        self.inner = inner
-        self.worker = worker or NativeWorker()
+    This is what the Ryu app uses: the gRPC clients live in a process without eventlet.
+    """
+
+    def __init__(self, kind, clos, timeout=30.0):
+        from testbed.te.worker import ProcessWorker
+        self.kind = kind
         self.timeout = timeout
+        self.fabric = clos.to_dict()
+        self.worker = ProcessWorker()
+        try:
+            self.worker.call("open", kind, clos.to_dict(), timeout=60.0)
+        except BaseException:
+            self.worker.close()
+            raise
+
+    def _call(self, method, *args):
+        return self.worker.call("call", method, *args, timeout=self.timeout)
 
     def add(self, override):
-        return self.worker.call(self.inner.add, override, timeout=self.timeout)
+        return self._call("add", override)
 
     def remove(self, override):
-        return self.worker.call(self.inner.remove, override, timeout=self.timeout)
+        return self._call("remove", override)
 
     def installed(self):
-        return self.worker.call(self.inner.installed, timeout=self.timeout)
+        return self._call("installed")
 
     def read_counters(self):
-        return self.worker.call(self.inner.read_counters, timeout=self.timeout)
+        sample = self._call("read_counters")
+        sample.at = time.monotonic()  # the child's clock may differ: rates use ours
+        return sample
+
+    def probe(self, switches=None, timeout_s=2.0):
+        count = len(switches or self.fabric["switches"])
+        return self.worker.call("probe", self.fabric, switches, timeout_s,
+                                timeout=timeout_s * count + 5)
 
     def close(self):
         try:
-            self.worker.call(self.inner.close, timeout=self.timeout)
-        finally:
-            self.worker.close()
+            self._call("close")
+        except Exception:
+            pass  # the child is going away regardless
+        self.worker.close()
 
 
 class FabricProgrammer(OverrideProgrammer):
-    """Adapter to ``testbed.control.FabricController`` (built and used in one native thread)."""
+    """Adapter to ``testbed.control.FabricController`` (lives in the worker process)."""
 
     def __init__(self, clos, controller=None):
         if controller is None:
@@ -214,14 +234,21 @@ def _tx_bytes(value):
     return sum(_tx_bytes(v) for v in value.values() if isinstance(v, dict))
 
 
-def make_programmer(kind, clos) -> OverrideProgrammer:
-    """`kind` is "dry-run" or "p4runtime"; the result is always safe to call from green threads."""
+PROGRAMMERS = ("dry-run", "p4runtime")
+
+
+def build_programmer(kind, fabric_dict) -> OverrideProgrammer:
+    """Create a programmer in *this* process (the worker calls it)."""
+    from testbed.clos import Clos
     if kind == "dry-run":
-        return NativeProgrammer(DryRunProgrammer())
+        return DryRunProgrammer()
     if kind == "p4runtime":
-        from testbed.te.native import NativeWorker
-        worker = NativeWorker()
-        # The controller's gRPC channels are created on the worker too: they belong to it.
-        inner = worker.call(FabricProgrammer, clos, timeout=60.0)
-        return NativeProgrammer(inner, worker)
-    raise ProgrammerError(f"unknown programmer {kind!r} (choose dry-run or p4runtime)")
+        return FabricProgrammer(Clos.from_dict(fabric_dict))
+    raise ProgrammerError(f"unknown programmer {kind!r} (choose {' or '.join(PROGRAMMERS)})")
+
+
+def make_programmer(kind, clos) -> OverrideProgrammer:
+    """The programmer for the Ryu app: `kind` runs in the worker process, safe from green threads."""
+    if kind not in PROGRAMMERS:
+        raise ProgrammerError(f"unknown programmer {kind!r} (choose {' or '.join(PROGRAMMERS)})")
+    return ProcessProgrammer(kind, clos)

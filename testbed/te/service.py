@@ -34,11 +34,10 @@ class Active:
 
 class TEService:
     def __init__(self, clos, programmer, interval_s=5.0, min_rate_mbps=0.01, lock=None,
-                 watch_operstate=True, worker=None, remember_intervals=3):
+                 watch_operstate=True, remember_intervals=3):
         self.clos = clos
         self.graph = FabricGraph(clos)
         self.programmer = programmer
-        self.worker = worker or getattr(programmer, "worker", None)
         self.interval_s = self._check_interval(interval_s)
         self.min_rate_mbps = min_rate_mbps
         self.remember_intervals = remember_intervals
@@ -322,15 +321,13 @@ class TEService:
                     "events": list(self.events)[-20:]}
 
     def probe_switches(self, switches=None, timeout_s=2.0):
-        """P4Runtime Capabilities of each switch, called on the native worker."""
-        from testbed.te.native import NativeWorker
-        from testbed.te.p4rt_probe import probe_all
+        """P4Runtime Capabilities of each switch (in the worker process when there is one)."""
         for name in switches or ():
             self.graph.switch(name)
-        if self.worker is None:
-            self.worker = NativeWorker()
-        count = len(switches or self.clos.switches)
-        return self.worker.call(probe_all, self.clos, switches, timeout_s, timeout=timeout_s * count + 5)
+        if hasattr(self.programmer, "probe"):
+            return self.programmer.probe(switches, timeout_s)
+        from testbed.te.p4rt_probe import probe_all  # plain process, no eventlet: call directly
+        return probe_all(self.clos, switches, timeout_s)
 
     def close(self):
         self.programmer.close()
