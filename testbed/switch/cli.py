@@ -110,12 +110,12 @@ def run(args):
 
     program = None
     if args.program:
+        if not os.path.isfile(args.program):
+            return _fail(f"{args.program}: no such file")
         try:
             from testbed.p4engine import P4Error, compile_file
         except ImportError as exc:
             return _fail(f"the P4 engine is not available: {exc}", 1)
-        if not os.path.isfile(args.program):
-            return _fail(f"{args.program}: no such file")
         try:
             program = compile_file(args.program, include_dirs=tuple(args.include))
         except P4Error as exc:
