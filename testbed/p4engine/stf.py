@@ -1,0 +1,837 @@
+"""p4c's STF packet tests, run on the embedded engine the way p4c's BMv2 driver runs them.
+
+The format (p4c tools/stf and backends/bmv2/bmv2stf.py), one command per line,
+``#`` starts a comment:
+
+    packet PORT HEX...                 inject a packet (spaces allowed in the hex)
+    expect PORT [HEX...][$]            the next packet out of PORT; `*` is a wildcard
+                                       nibble; the expectation is a prefix of the
+                                       packet unless it ends with `$`; no data = any
+    add TABLE [PRIO] KEY:VAL... ACTION(ARG:VAL, ...) [= ID]
+    setdefault TABLE ACTION(ARG:VAL, ...)
+    remove all
+    mirroring_add SESSION PORT | mirroring_add_mc SESSION MGRP | mirroring_delete SESSION
+    mirroring_get SESSION
+    mc_mgrp_create MGRP | mc_mgrp_destroy MGRP
+    mc_node_create RID PORT... | mc_node_update HANDLE PORT... | mc_node_destroy HANDLE
+    mc_node_associate MGRP HANDLE | mc_node_dissociate MGRP HANDLE
+    register_read NAME IDX | register_write NAME IDX VAL | register_reset NAME
+    counter_read NAME IDX | counter_write NAME IDX PACKETS BYTES
+    meter_set_rates NAME IDX RATE:BURST RATE:BURST | meter_array_set_rates NAME RATE:BURST...
+    meter_get_rates NAME IDX
+    check_counter NAME(IDX or $ID) [packets|bytes OP NUMBER]
+    wait
+
+Key values: exact ``0x0a000001``/decimal/``0b..``; lpm ``VALUE/LEN`` or trailing
+``*`` nibbles (``0x0a01****``; without either, the prefix covers the digits
+written, as bmv2stf computes it); ternary ``0x1*``/``0b01**`` (the mask covers
+the digits written) or ``VALUE&&&MASK``; range ``LOW->HIGH`` (or ``LOW..HIGH``);
+optional ``VALUE`` or ``*``. Key fields left out are wildcards (exact ones are
+0, as in bmv2stf). Table, key, action and object names may be given by suffix.
+
+Priorities: bmv2stf hands BMv2 ``10000 - PRIO`` (BMv2: lower wins), so a higher
+STF priority wins; the engine's P4Runtime-style priority is ``PRIO + 1`` (kept
+positive). Entries of priority tables added without one get priority 1 (so the
+first added wins ties). Priorities given for exact/lpm tables are ignored, as
+bmv2stf ignores them.
+
+Ports: like BMv2 under bmv2stf, the switch has interfaces only for the ports
+that `packet`/`expect` lines name. Packets sent anywhere else are reported as a
+note and otherwise ignored; packets on a tested port that no `expect` accounts
+for fail the test.
+"""
+import re
+import sys
+import time
+
+from testbed.p4engine.tables import ActionCall, Exact, Lpm, MemberRef, Optional, Range, TableError, Ternary
+
+STF_PRIORITY_OFFSET = 1
+
+
+class StfError(Exception):
+    """A malformed STF line or a command the program cannot satisfy."""
+
+    def __init__(self, message, filename="<stf>", line=0):
+        super().__init__(message)
+        self.message, self.filename, self.line = message, filename, line
+
+    def __str__(self):
+        return f"{self.filename}:{self.line}: error: {self.message}"
+
+
+# ====================================================================== parsing
+
+class Command:
+    __slots__ = ("name", "args", "line", "text")
+
+    def __init__(self, name, args, line, text):
+        self.name, self.args, self.line, self.text = name, args, line, text
+
+    def __repr__(self):
+        return f"<{self.name} {self.args!r} @{self.line}>"
+
+
+_NAME = r"[A-Za-z_$\"][\w$.\[\]\"]*"
+_ACTION_RE = re.compile(r"(" + _NAME + r")\s*\(([^()]*)\)\s*(?:=\s*(\S+))?\s*$")
+_HEX_CHARS = re.compile(r"^[0-9a-fA-F*]*$")
+
+_COMMANDS = {
+    "packet", "expect", "add", "setdefault", "remove", "wait", "no_packet", "check_counter",
+    "mirroring_add", "mirroring_add_mc", "mirroring_delete", "mirroring_get",
+    "mc_mgrp_create", "mc_mgrp_destroy", "mc_node_create", "mc_node_update", "mc_node_destroy",
+    "mc_node_associate", "mc_node_dissociate",
+    "register_read", "register_write", "register_reset",
+    "counter_read", "counter_write", "counter_reset",
+    "meter_set_rates", "meter_array_set_rates", "meter_get_rates",
+}
+
+
+def parse_stf(text, filename="<stf>"):
+    """Parse STF text into a list of Commands; StfError names the bad line."""
+    commands = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        word, _, rest = line.partition(" ")
+        name = word.lower()
+        rest = rest.strip()
+        if name not in _COMMANDS:
+            raise StfError(f"unknown command {word!r}", filename, lineno)
+        try:
+            args = _PARSERS.get(name, _parse_words)(rest)
+        except StfError as exc:
+            raise StfError(exc.message, filename, lineno) from None
+        commands.append(Command(name, args, lineno, line))
+    return commands
+
+
+def _parse_words(rest):
+    return rest.split()
+
+
+def _parse_port(word):
+    if not word.isdigit():
+        raise StfError(f"expected a port number, got {word!r}")
+    return int(word)
+
+
+def _parse_packet(rest):
+    parts = rest.split(None, 1)
+    if not parts:
+        raise StfError("packet needs a port and data")
+    port = _parse_port(parts[0])
+    data = "".join(parts[1].split()) if len(parts) > 1 else ""
+    if not re.fullmatch(r"[0-9a-fA-F]*", data):
+        bad = re.search(r"[^0-9a-fA-F]", data).group(0)
+        raise StfError(f"packet data may only hold hex digits, found {bad!r}")
+    if len(data) % 2:
+        raise StfError(f"packet data has an odd number of hex digits ({len(data)})")
+    return port, bytes.fromhex(data)
+
+
+def _parse_expect(rest):
+    parts = rest.split(None, 1)
+    if not parts:
+        raise StfError("expect needs a port")
+    port = _parse_port(parts[0])
+    data = "".join(parts[1].split()) if len(parts) > 1 else ""
+    exact = data.endswith("$")
+    if exact:
+        data = data[:-1]
+    if not _HEX_CHARS.match(data):
+        bad = re.search(r"[^0-9a-fA-F*]", data).group(0)
+        raise StfError(f"expected data may only hold hex digits and '*', found {bad!r}")
+    if not data and not exact:
+        return port, None, False          # any packets on this port
+    return port, data.upper(), exact
+
+
+def _split_action(rest, what):
+    m = _ACTION_RE.search(rest)
+    if not m:
+        raise StfError(f"{what}: expected an action call like name(arg:value, ...) at the end")
+    head = rest[:m.start()].strip()
+    action = m.group(1).replace('"', "")
+    args = []
+    body = m.group(2).strip()
+    if body:
+        for part in body.split(","):
+            name, sep, value = part.partition(":")
+            if not sep or not name.strip() or not value.strip():
+                raise StfError(f"{what}: action argument {part.strip()!r} is not name:value")
+            args.append((name.strip(), value.strip()))
+    return head, action, args, m.group(3)
+
+
+def _parse_add(rest):
+    head, action, args, entry_id = _split_action(rest, "add")
+    # Spaces may surround ':' and '/' (the STF lexer ignores them).
+    head = re.sub(r"\s*([:/]|&&&|->)\s*", r"\1", head)
+    words = head.split()
+    if not words:
+        raise StfError("add needs a table name")
+    table = words[0].replace('"', "")
+    priority = None
+    words = words[1:]
+    if words and re.fullmatch(r"\d+", words[0]):
+        priority = int(words[0])
+        words = words[1:]
+    keys = []
+    for word in words:
+        name, sep, value = word.partition(":")
+        if not sep or not name or not value:
+            raise StfError(f"add: match {word!r} is not field:value")
+        keys.append((name, value))
+    return table, priority, keys, action, args, entry_id
+
+
+def _parse_setdefault(rest):
+    head, action, args, _ = _split_action(rest, "setdefault")
+    if not head:
+        raise StfError("setdefault needs a table name")
+    return head.replace('"', ""), action, args
+
+
+def _parse_check_counter(rest):
+    m = re.fullmatch(r"(" + _NAME + r")\s*\(\s*([^)]+?)\s*\)\s*(?:(packets|bytes)\s*(==|!=|<=|>=|<|>)\s*(\S+))?",
+                     rest, re.IGNORECASE)
+    if not m:
+        raise StfError("check_counter expects NAME(INDEX) [packets|bytes OP NUMBER]")
+    kind = m.group(3).lower() if m.group(3) else None
+    return m.group(1), m.group(2), kind, m.group(4), m.group(5)
+
+
+def _parse_meter_rates(words, what):
+    rates = []
+    for word in words:
+        rate, sep, burst = word.partition(":")
+        try:
+            rates.append((float(rate), int(burst)))
+        except ValueError:
+            raise StfError(f"{what}: {word!r} is not RATE:BURST") from None
+    return rates
+
+
+_PARSERS = {
+    "packet": _parse_packet,
+    "expect": _parse_expect,
+    "add": _parse_add,
+    "setdefault": _parse_setdefault,
+    "check_counter": _parse_check_counter,
+}
+
+
+# ====================================================================== values
+
+def parse_number(text, what="value"):
+    """An STF integer: decimal, 0x..., 0b... or 0o...."""
+    t = text.strip().lower()
+    try:
+        if t.startswith("0x"):
+            return int(t[2:], 16)
+        if t.startswith("0b"):
+            return int(t[2:], 2)
+        if t.startswith("0o"):
+            return int(t[2:], 8)
+        if t.startswith("-"):
+            raise ValueError
+        return int(t, 10)
+    except ValueError:
+        raise StfError(f"{what}: {text!r} is not a number") from None
+
+
+def _digits(text):
+    """(base bits per digit, digit string) of a prefixed literal, or (None, text) for decimal."""
+    t = text.lower()
+    for prefix, bits in (("0x", 4), ("0b", 1), ("0o", 3)):
+        if t.startswith(prefix):
+            return bits, t[2:]
+    return None, t
+
+
+def _masked_literal(text, what):
+    """'0x1*' -> (value, mask over the digits written), as bmv2stf's makeMask does."""
+    bits, digits = _digits(text)
+    if bits is None:
+        raise StfError(f"{what}: decimal {text!r} cannot carry '*' digits")
+    base = 1 << bits
+    value = mask = 0
+    full = base - 1
+    for d in digits:
+        value <<= bits
+        mask <<= bits
+        if d == "*":
+            continue
+        try:
+            digit = int(d, base)
+        except ValueError:
+            raise StfError(f"{what}: bad digit {d!r} in {text!r}") from None
+        value |= digit
+        mask |= full
+    return value, mask, bits * len(digits)
+
+
+def key_value(spec, text, where):
+    """Turn an STF key value into the table's key object for `spec` (None = wildcard)."""
+    kind, width = spec.match_kind, spec.width
+    full = (1 << width) - 1
+    what = f"{where} field {spec.name}"
+    if kind == "exact":
+        value = parse_number(text, what)
+        return Exact(value & full)
+    if kind == "optional":
+        if text == "*" or set(text.lower()[2:]) == {"*"}:
+            return None
+        return Optional(parse_number(text, what) & full)
+    if kind == "range":
+        m = re.fullmatch(r"(.+?)(?:->|\.\.)(.+)", text)
+        if not m:
+            value = parse_number(text, what) & full
+            return Range(value, value)
+        low, high = parse_number(m.group(1), what) & full, parse_number(m.group(2), what) & full
+        if low == 0 and high == full:
+            return None
+        return Range(low, high)
+    if kind == "ternary":
+        if "&&&" in text:
+            v, m = text.split("&&&", 1)
+            value, mask = parse_number(v, what) & full, parse_number(m, what) & full
+        elif "*" in text:
+            value, mask, _ = _masked_literal(text, what)
+            value, mask = value & full, mask & full
+        else:
+            bits, digits = _digits(text)
+            if bits is None:
+                value, mask = parse_number(text, what) & full, full
+            else:
+                value, mask, _ = _masked_literal(text, what)
+                value, mask = value & full, mask & full
+        value &= mask
+        return Ternary(value, mask) if mask else None
+    if kind == "lpm":
+        if "/" in text:
+            v, plen_text = text.split("/", 1)
+            value = parse_number(v, what)
+            plen = parse_number(plen_text, what)
+        else:
+            bits, digits = _digits(text)
+            if bits is None:
+                value, plen = parse_number(text, what), width
+            else:
+                stars = digits.count("*")
+                value = int(digits.replace("*", "0") or "0", 1 << bits)
+                plen = (len(digits) - stars) * bits
+                # bmv2stf writes the digits as the value: trailing '*' digits are
+                # zeros at the value's low end, and the prefix counts the rest.
+        if plen > width:
+            plen = width
+        mask = full ^ ((1 << (width - plen)) - 1)
+        value &= mask
+        return Lpm(value, plen) if plen else None
+    raise StfError(f"{what}: match kind {kind!r} cannot be given in an STF add")
+
+
+# ====================================================================== names
+
+def _resolve(names, wanted, what, where=""):
+    """BMv2-driver name lookup: exact, then a unique '.'-suffix, then a unique plain suffix."""
+    names = list(names)
+    wanted = wanted.replace('"', "")
+    if wanted in names:
+        return wanted
+    for pred in (lambda n: n.endswith("." + wanted), lambda n: n.endswith(wanted)):
+        found = [n for n in names if pred(n)]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise StfError(f"{what} {wanted!r}{where} is ambiguous: {', '.join(sorted(found))}")
+    known = ", ".join(sorted(names)) or "none"
+    raise StfError(f"no {what} {wanted!r}{where} (known: {known})")
+
+
+def _key_aliases(name):
+    """Spellings of one key field name under which STF files may refer to it."""
+    out = {name}
+    for a, b in ((".isValid()", ".$valid$"), ("isValid()", "$valid$")):
+        if name.endswith(a):
+            out.add(name[: -len(a)] + b)
+    return out
+
+
+def _resolve_key(table, key_name):
+    # bmv2stf: hdr.stack$0.f means hdr.stack[0].f
+    m = re.fullmatch(r"(.*)\$([0-9]+)(.*)", key_name)
+    if m:
+        key_name = f"{m.group(1)}[{m.group(2)}]{m.group(3)}"
+    aliases = {}
+    for i, spec in enumerate(table.keys):
+        for alias in _key_aliases(spec.name):
+            aliases[alias] = i
+    candidates = [key_name, key_name + "$", key_name + ".$valid$"]
+    if key_name.endswith(".valid"):
+        candidates.append(key_name[:-5] + "$valid$")
+    for c in candidates:
+        if c in aliases:
+            return aliases[c]
+    found = {i for alias, i in aliases.items()
+             if alias.endswith("." + key_name) or alias.endswith("." + key_name + "$")
+             or (key_name == "valid" and alias.endswith(".$valid$"))}
+    if len(found) == 1:
+        return found.pop()
+    if len(found) > 1:
+        raise StfError(f"key field {key_name!r} of table {table.name} is ambiguous")
+    raise StfError(f"table {table.name} has no key field {key_name!r} "
+                   f"(keys: {', '.join(k.name for k in table.keys) or 'none'})")
+
+
+# ====================================================================== running
+
+class _Report:
+    def __init__(self, out):
+        self.out = out
+        self.failures = 0
+
+    def fail(self, message):
+        self.failures += 1
+        print(message, file=self.out)
+
+    def note(self, message):
+        print(message, file=self.out)
+
+
+class StfRunner:
+    """Runs parsed STF commands against a Pipeline (testbed/p4engine/CONTRACT.md)."""
+
+    def __init__(self, pipeline, out=sys.stdout, filename="<stf>"):
+        self.pipeline = pipeline
+        self.report = _Report(out)
+        self.filename = filename
+        self.expected = {}        # port -> [(pattern or None, exact, line)]
+        self.any_ports = set()    # `expect PORT` without data
+        self.tested_ports = set()
+        self.received = {}        # port -> [bytes]
+        self.entry_ids = {}       # `= ID` of add -> (table, entry)
+        self.mc_groups = {}       # mgrp -> [node handles]
+        self.mc_nodes = {}        # handle -> (rid, [ports])
+        self.implicit_members = {}
+        self.packets_in = 0
+        self._t0 = time.monotonic()
+
+    # ------------------------------------------------------------ helpers
+    def where(self, cmd):
+        return f"{self.filename}:{cmd.line}"
+
+    def _now_us(self):
+        return int((time.monotonic() - self._t0) * 1_000_000)
+
+    def _table(self, name):
+        return self.pipeline.tables[_resolve(self.pipeline.tables, name, "table")]
+
+    def _named(self, collection, name, what):
+        objects = getattr(self.pipeline, collection, None) or {}
+        return objects[_resolve(objects, name, what)]
+
+    def _action_call(self, table, action_name, args):
+        action = _resolve(table.actions, action_name, "action", f" in table {table.name}")
+        params = (table.action_params or {}).get(action)
+        values = {}
+        for name, text in args:
+            if params is not None and name not in [p for p, _ in params]:
+                raise StfError(f"action {action} has no parameter {name!r} "
+                               f"(parameters: {', '.join(p for p, _ in params) or 'none'})")
+            values[name] = parse_number(text, f"argument {name} of {action}")
+        if params is not None:
+            for param, width in params:
+                if param not in values:
+                    raise StfError(f"action {action}: argument {param} is missing")
+                values[param] &= (1 << width) - 1
+        return ActionCall(action, values)
+
+    # ------------------------------------------------------------ commands
+    def run(self, commands):
+        for cmd in commands:
+            if cmd.name in ("packet", "expect"):
+                self.tested_ports.add(cmd.args[0])
+        for cmd in commands:
+            try:
+                getattr(self, "do_" + cmd.name)(cmd)
+            except StfError as exc:
+                self.report.fail(f"{self.where(cmd)}: error: {exc.message}\n    {cmd.text}")
+            except TableError as exc:
+                self.report.fail(f"{self.where(cmd)}: error: {exc}\n    {cmd.text}")
+        self.compare()
+        return 0 if self.report.failures == 0 else 1
+
+    def do_packet(self, cmd):
+        port, data = cmd.args
+        self.packets_in += 1
+        for out_port, out_data in self.pipeline.process(port, data, self._now_us()):
+            self.received.setdefault(out_port, []).append((bytes(out_data), cmd.line))
+
+    def do_expect(self, cmd):
+        port, pattern, exact = cmd.args
+        if pattern is None:
+            self.any_ports.add(port)
+        else:
+            self.expected.setdefault(port, []).append((pattern, exact, cmd.line))
+
+    def do_no_packet(self, cmd):
+        pass
+
+    def do_wait(self, cmd):
+        pass                      # packets are processed synchronously
+
+    def do_add(self, cmd):
+        table_name, priority, key_texts, action_name, args, entry_id = cmd.args
+        table = self._table(table_name)
+        keys = [None] * len(table.keys)
+        for spec_index, spec in enumerate(table.keys):
+            if spec.match_kind == "exact":
+                keys[spec_index] = Exact(0)          # bmv2stf's default for an unset exact key
+        seen = set()
+        for key_name, text in key_texts:
+            i = _resolve_key(table, key_name)
+            if i in seen:
+                raise StfError(f"key field {table.keys[i].name} given twice")
+            seen.add(i)
+            keys[i] = key_value(table.keys[i], text, f"table {table.name}")
+        if getattr(table, "needs_priority", False):
+            priority = (priority if priority is not None else 0) + STF_PRIORITY_OFFSET
+        else:
+            priority = None
+        action = self._action_call(table, action_name, args)
+        if table.implementation is not None:
+            action = self._implicit_member(table.implementation, action)
+        entry = table.insert(keys, action, priority)
+        if entry_id:
+            self.entry_ids[entry_id] = (table, entry)
+
+    def _implicit_member(self, profile, action):
+        # bmv2stf has no syntax for members: each distinct action call becomes one.
+        key = (profile.name, action)
+        member_id = self.implicit_members.get(key)
+        if member_id is None:
+            member_id = len([k for k in self.implicit_members if k[0] == profile.name]) + 1
+            profile.insert_member(member_id, action)
+            self.implicit_members[key] = member_id
+        return MemberRef(member_id)
+
+    def do_setdefault(self, cmd):
+        table_name, action_name, args = cmd.args
+        table = self._table(table_name)
+        table.set_default(self._action_call(table, action_name, args))
+
+    def do_remove(self, cmd):
+        if [w.lower() for w in cmd.args] != ["all"]:
+            raise StfError("only 'remove all' is supported")
+        for table in self.pipeline.tables.values():
+            if not table.is_const:
+                table.clear()
+
+    # -- clone sessions and multicast (simple_switch_CLI semantics)
+    def _ints(self, cmd, n=None, what="arguments"):
+        if n is not None and len(cmd.args) != n:
+            raise StfError(f"{cmd.name} takes {n} {what}, got {len(cmd.args)}")
+        return [parse_number(a, cmd.name) for a in cmd.args]
+
+    def do_mirroring_add(self, cmd):
+        session, port = self._ints(cmd, 2)
+        self.pipeline.set_clone_session(session, [(port, 0)])
+
+    def do_mirroring_add_mc(self, cmd):
+        session, mgrp = self._ints(cmd, 2)
+        if mgrp not in self.mc_groups:
+            raise StfError(f"multicast group {mgrp} does not exist (create it with mc_mgrp_create)")
+        self.pipeline.set_clone_session(session, self._replicas(mgrp))
+
+    def do_mirroring_delete(self, cmd):
+        (session,) = self._ints(cmd, 1)
+        self.pipeline.delete_clone_session(session)
+
+    def do_mirroring_get(self, cmd):
+        self._ints(cmd, 1)
+
+    def do_mc_mgrp_create(self, cmd):
+        (mgrp,) = self._ints(cmd, 1)
+        if mgrp in self.mc_groups:
+            raise StfError(f"multicast group {mgrp} already exists")
+        self.mc_groups[mgrp] = []
+        self.pipeline.set_mc_group(mgrp, [])
+
+    def do_mc_mgrp_destroy(self, cmd):
+        (mgrp,) = self._ints(cmd, 1)
+        if self.mc_groups.pop(mgrp, None) is None:
+            raise StfError(f"multicast group {mgrp} does not exist")
+        self.pipeline.delete_mc_group(mgrp)
+
+    def do_mc_node_create(self, cmd):
+        values = self._ints(cmd)
+        if not values:
+            raise StfError("mc_node_create takes RID PORT...")
+        handle = 0
+        while handle in self.mc_nodes:     # BMv2 hands out the smallest free handle
+            handle += 1
+        self.mc_nodes[handle] = (values[0], sorted(set(values[1:])))
+        self.report.note(f"{self.where(cmd)}: multicast node {handle} created (rid {values[0]})")
+
+    def do_mc_node_update(self, cmd):
+        values = self._ints(cmd)
+        if not values or values[0] not in self.mc_nodes:
+            raise StfError(f"mc_node_update: no node {values[0] if values else '?'}")
+        rid, _ = self.mc_nodes[values[0]]
+        self.mc_nodes[values[0]] = (rid, sorted(set(values[1:])))
+        self._push_groups()
+
+    def do_mc_node_destroy(self, cmd):
+        (handle,) = self._ints(cmd, 1)
+        if self.mc_nodes.pop(handle, None) is None:
+            raise StfError(f"mc_node_destroy: no node {handle}")
+        for nodes in self.mc_groups.values():
+            if handle in nodes:
+                nodes.remove(handle)
+        self._push_groups()
+
+    def do_mc_node_associate(self, cmd):
+        mgrp, handle = self._ints(cmd, 2)
+        if mgrp not in self.mc_groups:
+            raise StfError(f"multicast group {mgrp} does not exist")
+        if handle not in self.mc_nodes:
+            raise StfError(f"multicast node {handle} does not exist")
+        if any(handle in nodes for nodes in self.mc_groups.values()):
+            raise StfError(f"multicast node {handle} is already associated")
+        self.mc_groups[mgrp].append(handle)
+        self.pipeline.set_mc_group(mgrp, self._replicas(mgrp))
+
+    def do_mc_node_dissociate(self, cmd):
+        mgrp, handle = self._ints(cmd, 2)
+        if handle not in self.mc_groups.get(mgrp, []):
+            raise StfError(f"node {handle} is not in multicast group {mgrp}")
+        self.mc_groups[mgrp].remove(handle)
+        self.pipeline.set_mc_group(mgrp, self._replicas(mgrp))
+
+    def _replicas(self, mgrp):
+        # BMv2's PRE: nodes in association order, each node's ports in ascending order.
+        out = []
+        for handle in self.mc_groups[mgrp]:
+            rid, ports = self.mc_nodes[handle]
+            out.extend((port, rid) for port in ports)
+        return out
+
+    def _push_groups(self):
+        for mgrp in self.mc_groups:
+            self.pipeline.set_mc_group(mgrp, self._replicas(mgrp))
+
+    # -- registers, counters, meters
+    def do_register_read(self, cmd):
+        if len(cmd.args) != 2:
+            raise StfError("register_read takes NAME INDEX")
+        reg = self._named("registers", cmd.args[0], "register")
+        index = parse_number(cmd.args[1], "index")
+        self.report.note(f"{self.where(cmd)}: {reg.name}[{index}] = {reg.read(index)}")
+
+    def do_register_write(self, cmd):
+        if len(cmd.args) != 3:
+            raise StfError("register_write takes NAME INDEX VALUE")
+        reg = self._named("registers", cmd.args[0], "register")
+        reg.write(parse_number(cmd.args[1], "index"), parse_number(cmd.args[2], "value"))
+
+    def do_register_reset(self, cmd):
+        if len(cmd.args) != 1:
+            raise StfError("register_reset takes NAME")
+        self._named("registers", cmd.args[0], "register").reset()
+
+    def _counter_cell(self, name, index_text):
+        counters = getattr(self.pipeline, "counters", None) or {}
+        full = _resolve(counters, name, "counter")
+        counter = counters[full]
+        if hasattr(counter, "read"):
+            index = parse_number(index_text, "index")
+            return counter, index, lambda: counter.read(index)
+        # a direct counter: the index is an entry handle or an `= ID` of an add
+        table = counter.table
+        if index_text.startswith("$") or index_text in self.entry_ids:
+            _, entry = self.entry_ids.get(index_text.lstrip("$"), self.entry_ids.get(index_text, (None, None)))
+            if entry is None:
+                raise StfError(f"no entry was added with id {index_text}")
+        else:
+            handle = parse_number(index_text, "entry handle")
+            matches = [e for e in table.entries() if e.handle == handle]
+            if not matches:
+                raise StfError(f"table {table.name} has no entry with handle {handle}")
+            entry = matches[0]
+        return counter, entry, lambda: entry.counter
+
+    def do_counter_read(self, cmd):
+        if len(cmd.args) != 2:
+            raise StfError("counter_read takes NAME INDEX")
+        counter, index, read = self._counter_cell(*cmd.args)
+        packets, nbytes = read()
+        self.report.note(f"{self.where(cmd)}: {counter.name}[{cmd.args[1]}] = "
+                         f"{packets} packets, {nbytes} bytes")
+
+    def do_counter_write(self, cmd):
+        if len(cmd.args) != 4:
+            raise StfError("counter_write takes NAME INDEX PACKETS BYTES")
+        counter = self._named("counters", cmd.args[0], "counter")
+        counter.write(parse_number(cmd.args[1], "index"), parse_number(cmd.args[2], "packets"),
+                      parse_number(cmd.args[3], "bytes"))
+
+    def do_counter_reset(self, cmd):
+        counter = self._named("counters", cmd.args[0], "counter")
+        counter.reset()
+
+    def do_check_counter(self, cmd):
+        name, index_text, kind, op, number = cmd.args
+        counter, _, read = self._counter_cell(name, index_text)
+        packets, nbytes = read()
+        if kind is None:
+            self.report.note(f"{self.where(cmd)}: {counter.name}({index_text}) = "
+                             f"{packets} packets, {nbytes} bytes")
+            return
+        actual = packets if kind == "packets" else nbytes
+        expected = parse_number(number, "check_counter value")
+        ok = {"==": actual == expected, "!=": actual != expected, "<": actual < expected,
+              "<=": actual <= expected, ">": actual > expected, ">=": actual >= expected}[op]
+        if not ok:
+            self.report.fail(f"{self.where(cmd)}: check_counter failed: {counter.name}({index_text}) "
+                             f"{kind} is {actual}, expected {op} {expected}")
+
+    def _meter(self, name):
+        meters = getattr(self.pipeline, "meters", None) or {}
+        return meters[_resolve(meters, name, "meter")]
+
+    def do_meter_set_rates(self, cmd):
+        if len(cmd.args) < 3:
+            raise StfError("meter_set_rates takes NAME INDEX RATE:BURST RATE:BURST")
+        meter = self._meter(cmd.args[0])
+        rates = _parse_meter_rates(cmd.args[2:], cmd.name)
+        if len(rates) != 2:
+            raise StfError("meter_set_rates needs two RATE:BURST pairs (committed, peak)")
+        meter.set_rates_bmv2(parse_number(cmd.args[1], "index"), rates)
+
+    def do_meter_array_set_rates(self, cmd):
+        if len(cmd.args) < 2:
+            raise StfError("meter_array_set_rates takes NAME RATE:BURST RATE:BURST")
+        meter = self._meter(cmd.args[0])
+        rates = _parse_meter_rates(cmd.args[1:], cmd.name)
+        if len(rates) != 2:
+            raise StfError("meter_array_set_rates needs two RATE:BURST pairs (committed, peak)")
+        for i in range(meter.size):
+            meter.set_rates_bmv2(i, rates)
+
+    def do_meter_get_rates(self, cmd):
+        if len(cmd.args) != 2:
+            raise StfError("meter_get_rates takes NAME INDEX")
+        meter = self._meter(cmd.args[0])
+        index = parse_number(cmd.args[1], "index")
+        if not 0 <= index < meter.size:
+            raise StfError(f"meter {meter.name}: index {index} is out of range (size {meter.size})")
+        rates = meter.cells[index].rates()
+        shown = "unconfigured" if rates is None else " ".join(f"{r:g}:{b}" for r, b in rates)
+        self.report.note(f"{self.where(cmd)}: {meter.name}[{index}] rates {shown}")
+
+    # ------------------------------------------------------------ verdict
+    def compare(self):
+        report = self.report
+        for port in sorted(set(self.received) - self.tested_ports):
+            n = len(self.received[port])
+            report.note(f"note: {n} packet(s) went out of port {port}, which no packet/expect line "
+                        "uses (BMv2 has no interface there): ignored")
+        for port in sorted(self.tested_ports):
+            got = self.received.get(port, [])
+            if port in self.any_ports:
+                if self.expected.get(port):
+                    report.fail(f"port {port}: has both 'expect {port}' without data and with data")
+                continue
+            wanted = self.expected.get(port, [])
+            problems = []
+            for i in range(max(len(wanted), len(got))):
+                if i >= len(got):
+                    pattern, exact, line = wanted[i]
+                    problems.append(f"  packet {i + 1}: expected (line {line}), not received\n"
+                                    f"    expected {_spaced(pattern)}{'$' if exact else ''}")
+                    continue
+                data, in_line = got[i]
+                if i >= len(wanted):
+                    problems.append(f"  packet {i + 1}: unexpected (from the packet on line {in_line})\n"
+                                    f"    got      {_spaced(data.hex().upper())}")
+                    continue
+                pattern, exact, line = wanted[i]
+                diff = match_packet(pattern, exact, data)
+                if diff is not None:
+                    problems.append(f"  packet {i + 1}: differs from the expect on line {line} "
+                                    f"({diff['why']})\n"
+                                    f"    expected {_spaced(pattern)}{'$' if exact else ''}\n"
+                                    f"    got      {_spaced(diff['got'])}\n"
+                                    f"             {_spaced(diff['marks'])}")
+            if problems:
+                report.fail(f"port {port}: expected {len(wanted)} packet(s), got {len(got)}\n"
+                            + "\n".join(problems))
+        if report.failures == 0:
+            report.note(f"PASS: {self.packets_in} packet(s) in, "
+                        f"{sum(len(v) for p, v in self.received.items() if p in self.tested_ports)} "
+                        "checked out")
+
+
+def match_packet(pattern, exact, data):
+    """None if `data` matches the expect pattern, else a dict describing the difference."""
+    got = data.hex().upper()
+    marks = []
+    why = []
+    for i, ch in enumerate(pattern):
+        if i >= len(got):
+            marks.append("^")
+            continue
+        marks.append(" " if ch == "*" or ch == got[i] else "^")
+    if len(got) < len(pattern):
+        why.append(f"{len(data)} bytes received, at least {(len(pattern) + 1) // 2} expected")
+    if "^" in "".join(marks[:len(got)]):
+        why.append(f"{sum(1 for m in marks[:len(got)] if m == '^')} nibble(s) differ")
+    if exact and len(got) > len(pattern):
+        why.append(f"{len(data)} bytes received, exactly {(len(pattern) + 1) // 2} expected")
+        marks.extend("+" * (len(got) - len(pattern)))
+    if not why:
+        return None
+    return {"why": "; ".join(why), "got": got, "marks": "".join(marks)}
+
+
+def _spaced(hex_text):
+    """Group hex (or a mark line aligned to it) in 8-nibble blocks for reading."""
+    return " ".join(hex_text[i:i + 8] for i in range(0, len(hex_text), 8))
+
+
+# ====================================================================== entry point
+
+def run_stf(program_path, stf_path, include_dirs=(), out=sys.stdout):
+    """Compile `program_path`, run `stf_path` against it; 0 only if every expectation holds."""
+    try:
+        with open(stf_path) as f:
+            text = f.read()
+    except OSError as exc:
+        print(f"{stf_path}: error: cannot read the STF file: {exc.strerror}", file=out)
+        return 1
+    try:
+        commands = parse_stf(text, str(stf_path))
+    except StfError as exc:
+        print(str(exc), file=out)
+        return 1
+    from testbed.p4engine import P4Error, compile_file
+    try:
+        program = compile_file(program_path, include_dirs=include_dirs)
+    except P4Error as exc:
+        print(str(exc), file=out)
+        return 1
+    pipeline = program.new_pipeline()
+    return StfRunner(pipeline, out=out, filename=str(stf_path)).run(commands)
+
+
+def run_stf_text(pipeline, text, out=sys.stdout, filename="<stf>"):
+    """Run STF `text` against an existing pipeline (tests, the switch's self-check)."""
+    try:
+        commands = parse_stf(text, filename)
+    except StfError as exc:
+        print(str(exc), file=out)
+        return 1
+    return StfRunner(pipeline, out=out, filename=filename).run(commands)
