@@ -7,9 +7,11 @@ only hop the fabric lets TE pin: beyond it, switches use ECMP).
 CSPF, as in Meta's centralized TE: demands are placed largest first, each on a
 shortest path whose every link still has room for it (the constraint), preferring the
 path whose busiest link ends up least utilized; a demand that fits nowhere takes the
-least-bad path and is flagged. A short local search then moves single demands off the
-most utilized link while that lowers the maximum utilization, which repairs the few
-cases where greedy order alone is beaten by luck.
+least-bad path and is flagged. Greedy order alone is sometimes beaten by luck (ECMP's
+hash happening on a better split), so two refinements follow: a local search moving one
+or two demands off the most utilized link, then a branch-and-bound over uplink choices
+with a node budget (exact at lab scale, best-effort beyond it) that only accepts a
+strictly lower maximum utilization.
 
 :func:`ecmp_loads` is the baseline: every flow (a 5-tuple) hashed onto the equal-cost
 next hops with a fixed hash at every switch, like a fabric without TE.
@@ -109,8 +111,12 @@ def _objective(graph, loads):
 
 
 def cspf(graph: FabricGraph, demands: Iterable[Demand], pinned: Iterable[Tuple[DemandKey, float, int]] = (),
-         improve_rounds: int = 50) -> Plan:
-    """Place `demands` (largest first); `pinned` are manual overrides (key, rate, uplink)."""
+         improve_rounds: int = 50, exact_budget: int = 200_000) -> Plan:
+    """Place `demands` (largest first); `pinned` are manual overrides (key, rate, uplink).
+
+    `exact_budget` bounds the branch-and-bound search (nodes visited) that follows the
+    greedy pass and the local search; 0 turns it off.
+    """
     loads: Dict[PortRef, float] = {}
     placements: Dict[DemandKey, Placement] = {}
     unroutable: List[DemandKey] = []
@@ -145,39 +151,128 @@ def cspf(graph: FabricGraph, demands: Iterable[Demand], pinned: Iterable[Tuple[D
         placements[demand.key] = Placement(demand.key, demand.rate_mbps, uplink, paths[uplink], bool(fitting))
 
     _improve(graph, loads, placements, options, improve_rounds)
+    _branch_and_bound(graph, loads, placements, options, exact_budget)
     return Plan(placements, loads, unroutable)
 
 
 def _improve(graph, loads, placements, options, rounds):
-    """Move single demands to other uplinks while that lowers the objective."""
+    """Move one demand, or failing that two at once, while that lowers the objective.
+
+    Single moves off the hottest link fix most greedy mistakes; pairs (one demand off
+    the hottest link, another one out of its way) fix the rest at lab scale, where the
+    demand count is small enough for the quadratic search.
+    """
+    def shift(key, fractions, sign):
+        _add(loads, fractions, placements[key].rate_mbps, sign)
+
     for _ in range(rounds):
         best = _objective(graph, loads)
         util = utilization(graph, loads)
         hottest = max(util, key=util.get, default=None)
         if hottest is None:
             return
+        movable = [k for k, p in placements.items() if not p.pinned and len(options.get(k, ())) > 1]
+        on_hot = [k for k in movable if hottest in placements[k].fractions]
         move = None
-        for key, placement in placements.items():
-            if placement.pinned or hottest not in placement.fractions:
-                continue
-            for uplink, fractions in options.get(key, {}).items():
-                if uplink == placement.uplink:
+        for key in on_hot:
+            for uplink, fractions in options[key].items():
+                if uplink == placements[key].uplink:
                     continue
-                _add(loads, placement.fractions, placement.rate_mbps, -1.0)
-                _add(loads, fractions, placement.rate_mbps)
+                shift(key, placements[key].fractions, -1.0)
+                shift(key, fractions, 1.0)
                 score = _objective(graph, loads)
-                _add(loads, fractions, placement.rate_mbps, -1.0)
-                _add(loads, placement.fractions, placement.rate_mbps)
+                shift(key, fractions, -1.0)
+                shift(key, placements[key].fractions, 1.0)
                 if score < best:
-                    best, move = score, (key, uplink, fractions)
+                    best, move = score, [(key, uplink, fractions)]
+        if move is None:
+            for key in on_hot:
+                for uplink, fractions in options[key].items():
+                    if uplink == placements[key].uplink:
+                        continue
+                    shift(key, placements[key].fractions, -1.0)
+                    shift(key, fractions, 1.0)
+                    for other in movable:
+                        if other == key:
+                            continue
+                        for o_uplink, o_fractions in options[other].items():
+                            if o_uplink == placements[other].uplink:
+                                continue
+                            shift(other, placements[other].fractions, -1.0)
+                            shift(other, o_fractions, 1.0)
+                            score = _objective(graph, loads)
+                            shift(other, o_fractions, -1.0)
+                            shift(other, placements[other].fractions, 1.0)
+                            if score < best:
+                                best = score
+                                move = [(key, uplink, fractions), (other, o_uplink, o_fractions)]
+                    shift(key, fractions, -1.0)
+                    shift(key, placements[key].fractions, 1.0)
         if move is None:
             return
-        key, uplink, fractions = move
+        for key, uplink, fractions in move:
+            p = placements[key]
+            shift(key, p.fractions, -1.0)
+            shift(key, fractions, 1.0)
+            placements[key] = Placement(key, p.rate_mbps, uplink, fractions, p.fits)
+        for key, _, fractions in move:  # a moved demand fits if its new path is within capacity
+            placements[key].fits = all(loads.get(ref, 0.0) <= graph.links[ref].capacity_mbps + 1e-9
+                                       for ref in fractions)
+
+
+def _branch_and_bound(graph, loads, placements, options, budget):
+    """Search uplink choices exhaustively for a strictly lower maximum utilization.
+
+    At lab scale (tens of demands, two to four uplinks each) the space is small enough
+    that this usually proves the local-search result optimal or finds the optimum;
+    at larger scale the node budget stops it and the best found so far is kept. The
+    greedy result is the first incumbent, so the bound prunes from the start.
+    """
+    keys = [k for k, p in placements.items() if not p.pinned and len(options.get(k, ())) > 1]
+    if budget <= 0 or not keys:
+        return
+    keys.sort(key=lambda k: -placements[k].rate_mbps)
+    capacity = {link.ref: link.capacity_mbps for link in graph.fabric_links()}
+    base = dict(loads)
+    for key in keys:  # take the searched demands out; what stays is fixed load
+        _add(base, placements[key].fractions, placements[key].rate_mbps, -1.0)
+    base_max = max((base.get(r, 0.0) / c for r, c in capacity.items()), default=0.0)
+    best = {"max": max_utilization(graph, loads) - 1e-9, "choice": None}
+    choice = {}
+    visited = [0]
+
+    def search(i, current_max):
+        visited[0] += 1
+        if visited[0] > budget:
+            return
+        if i == len(keys):
+            best["max"], best["choice"] = current_max - 1e-9, dict(choice)
+            return
+        key = keys[i]
+        rate = placements[key].rate_mbps
+        scored = []
+        for uplink, fractions in options[key].items():
+            worst = max((base.get(r, 0.0) + s * rate) / capacity[r] for r, s in fractions.items())
+            scored.append((max(current_max, worst), uplink, fractions))
+        for new_max, uplink, fractions in sorted(scored, key=lambda t: (t[0], t[1])):
+            if new_max >= best["max"]:
+                break  # sorted: every later option is at least as bad
+            _add(base, fractions, rate)
+            choice[key] = (uplink, fractions)
+            search(i + 1, new_max)
+            _add(base, fractions, rate, -1.0)
+            del choice[key]
+
+    search(0, base_max)
+    if best["choice"] is None:
+        return
+    for key, (uplink, fractions) in best["choice"].items():
         p = placements[key]
         _add(loads, p.fractions, p.rate_mbps, -1.0)
         _add(loads, fractions, p.rate_mbps)
-        within = all(loads.get(ref, 0.0) <= graph.links[ref].capacity_mbps + 1e-9 for ref in fractions)
-        placements[key] = Placement(key, p.rate_mbps, uplink, fractions, within)
+        placements[key] = Placement(key, p.rate_mbps, uplink, fractions, p.fits)
+    for key in best["choice"]:
+        placements[key].fits = all(loads.get(r, 0.0) <= capacity[r] + 1e-9 for r in placements[key].fractions)
 
 
 # --- the ECMP baseline -------------------------------------------------------------
