@@ -1,0 +1,233 @@
+"""The emulated NIC's transport logic on a fake clock and an in-memory wire (no sockets, no root)."""
+import pytest
+
+from traffic import packets as P
+from traffic.dcqcn import Dcqcn, DcqcnParams
+from traffic.fastpath import ip_checksum
+from traffic.nic import Nic, NicConfig
+from traffic.samples import Recorder
+from scapy.compat import raw
+
+A_MAC, B_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
+A_IP, B_IP = "10.9.0.1", "10.9.0.2"
+
+
+class Pair:
+    """NIC a (requester) and NIC b (responder) joined by a wire this test controls."""
+
+    def __init__(self, **cfg):
+        cfg.setdefault("burst_bytes", 1 << 20)     # no pacing unless a test asks for it
+        self.t = 1000.0
+        self.a = Nic("a", A_MAC, A_IP, NicConfig(**cfg), clock=self.clock, open_sockets=False)
+        self.b = Nic("b", B_MAC, B_IP, NicConfig(**cfg), clock=self.clock, open_sockets=False)
+        self.a.sock, self.b.sock = Recorder(), Recorder()
+        self.qa = self.a.create_qp(0x100, 0x200, B_IP, B_MAC)
+        self.qb = self.b.create_qp(0x200, 0x100, A_IP, A_MAC)
+
+    def clock(self):
+        return self.t
+
+    def a_sends(self):
+        self.a._transmit(self.t, budget=10_000)
+        frames = list(self.a.sock.frames)
+        self.a.sock.frames.clear()
+        return frames
+
+    def to_b(self, frames, ce=False):
+        for f in frames:
+            if ce:
+                f = mark_ce(f)
+            self.b._on_roce(f, self.t)
+
+    def to_a(self):
+        frames = list(self.b.sock.frames)
+        self.b.sock.frames.clear()
+        for f in frames:
+            if f[12:14] == b"\x88\x08":
+                self.a._on_mac_control(f, self.t)
+            else:
+                self.a._on_roce(f, self.t)
+        return frames
+
+    def step(self, dt=0.001):
+        self.t += dt
+        self.a._timers(self.t)
+        self.b._timers(self.t)
+
+    def run(self, limit=2000, drop=lambda i, f: False):
+        sent = 0
+        for _ in range(limit):
+            frames = self.a_sends()
+            self.to_b([f for i, f in enumerate(frames, sent) if not drop(i, f)])
+            sent += len(frames)
+            self.to_a()
+            if not (self.qa.pending or self.qa.outstanding):
+                return
+            self.step()
+        raise AssertionError("transfer did not finish")
+
+
+def mark_ce(frame):
+    f = bytearray(frame)
+    f[15] |= P.CE
+    f[24:26] = ip_checksum(bytes(f[14:24]) + b"\0\0" + bytes(f[26:34])).to_bytes(2, "big")
+    return bytes(f)
+
+
+def pfc(quanta_by_prio):
+    return raw(P.pfc_frame(B_MAC, quanta_by_prio))
+
+
+def test_write_is_segmented_by_mtu_with_first_middle_last_and_acks_coalesced():
+    p = Pair(mtu=1024, ack_every=16, line_rate_bps=1e9)
+    done = []
+    p.a.post_write(p.qa, 64 * 1024 + 1, imm=0x1234, on_done=lambda qp, m: done.append(m.nbytes))
+    frames = []
+    p.run(drop=lambda i, f: frames.append(f) and False)
+    ops = [f[42] for f in frames]
+    assert ops[0] == P.RC_WRITE_FIRST and ops[-1] == P.RC_WRITE_LAST_IMM
+    assert set(ops[1:-1]) == {P.RC_WRITE_MIDDLE} and len(ops) == 65
+    assert [f[50] >> 7 for f in frames].count(1) == 1 and frames[-1][50] >> 7 == 1   # ackreq on the last only
+    assert p.qb.stats["rx_bytes"] == 64 * 1024 + 1 and p.qb.stats["rx_messages"] == 1
+    assert p.qb.stats["acks_tx"] == 5          # after 16, 32, 48, 64 packets and on the ackreq
+    assert done == [64 * 1024 + 1] and p.qa.stats["retransmits"] == 0
+
+
+def test_lost_packet_counts_oos_naks_once_and_go_back_n_delivers_every_byte_once():
+    p = Pair(mtu=1024, line_rate_bps=1e9)
+    p.a.post_write(p.qa, 40 * 1024)
+    p.run(drop=lambda i, f: i == 10)
+    assert p.qb.stats["oos"] == 29             # packets 11..39 arrived ahead of PSN 10
+    assert p.qb.stats["naks_tx"] == 1 and p.qa.stats["naks_rx"] == 1
+    assert p.qa.stats["retransmits"] == 30     # go-back-N: PSN 10 and everything after it
+    assert p.qb.stats["rx_bytes"] == 40 * 1024 and p.qb.epsn == 40
+
+
+def test_duplicates_are_acked_not_delivered_twice():
+    p = Pair(line_rate_bps=1e9)
+    p.a.post_write(p.qa, 2048)
+    frames = p.a_sends()
+    p.to_b(frames)
+    p.to_b(frames[:1])
+    assert p.qb.stats["duplicates"] == 1 and p.qb.stats["rx_bytes"] == 2048
+
+
+def test_local_ack_timeout_is_counted_retransmits_and_finally_errors():
+    p = Pair(lat_timeout_s=0.01, retry_count=2, line_rate_bps=1e9)
+    p.a.post_write(p.qa, 4096)
+    assert len(p.a_sends()) == 4               # nothing comes back: all ACKs lost
+    p.step(0.005)
+    assert p.qa.stats["lat_timeouts"] == 0
+    p.step(0.006)
+    assert p.qa.stats["lat_timeouts"] == 1 and len(p.a_sends()) == 4 and p.qa.stats["retransmits"] == 4
+    for _ in range(2):
+        p.step(0.011)
+        p.a_sends()
+    assert p.qa.stats["lat_timeouts"] == 3 and p.qa.error and p.a.errors()
+    assert not p.qa.has_work()
+
+
+def test_ce_marks_yield_rate_limited_cnps_and_a_dcqcn_rate_cut():
+    p = Pair(line_rate_bps=1e9, cnp_interval_s=0.005, dcqcn=DcqcnParams())
+    p.a.post_write(p.qa, 8 * 1024)
+    p.to_b(p.a_sends(), ce=True)
+    assert p.qb.stats["ce_rx"] == 8 and p.qb.stats["cnp_tx"] == 1       # one per interval per QP
+    cnps = [f for f in p.b.sock.frames if f[42] == P.CNP]
+    assert len(cnps) == 1 and cnps[0][15] == 48 << 2 and cnps[0][46] & 0x40
+    p.to_a()
+    assert p.qa.stats["cnp_rx"] == 1 and p.qa.dcqcn.rate == pytest.approx(0.5e9)
+    p.t += 0.006
+    p.a.post_write(p.qa, 1024)
+    p.to_b(p.a_sends(), ce=True)
+    assert p.qb.stats["cnp_tx"] == 2
+
+
+def test_dcqcn_pacing_slows_the_qp_to_its_rate():
+    p = Pair(line_rate_bps=100e6, burst_bytes=1100, dcqcn=DcqcnParams(timer_period_s=10, alpha_period_s=10))
+    p.a.post_write(p.qa, 1 << 20)
+
+    def sent_in_10ms():
+        count = 0
+        for _ in range(100):
+            count += len(p.a_sends())
+            p.step(0.0001)
+        return count
+    sent_full = sent_in_10ms()                                              # at line rate
+    p.qa.dcqcn.on_cnp(p.t)
+    p.qa.dcqcn.on_cnp(p.t)                                                  # alpha 1: 100 -> 50 -> 25 Mb/s
+    assert p.qa.dcqcn.rate == pytest.approx(25e6)
+    sent_cut = sent_in_10ms()
+    assert 0.2 < sent_cut / sent_full < 0.32, (sent_full, sent_cut)
+
+
+def test_dcqcn_alpha_decay_and_recovery_stages():
+    params = DcqcnParams(g=1 / 16, alpha_period_s=0.001, timer_period_s=0.002, byte_counter=10**12,
+                         fast_recovery_steps=2, ai_fraction=0.05, hai_fraction=0.2)
+    d = Dcqcn(1e9, params, now=0.0)
+    d.on_cnp(0.0)
+    assert d.rate == pytest.approx(0.5e9) and d.target == pytest.approx(1e9) and d.alpha == pytest.approx(1.0)
+    d.tick(0.0035)           # 3 alpha periods, the first had the CNP: 2 decays; 1 timer event
+    assert d.alpha == pytest.approx((15 / 16) ** 2)
+    assert d.rate == pytest.approx(0.75e9)             # fast recovery: halfway to the target
+    d.on_cnp(0.0036)
+    cut = 0.75e9 * (1 - (15 / 16) ** 2 / 2)
+    assert d.rate == pytest.approx(cut) and d.target == pytest.approx(0.75e9)
+    rates = [d.rate]
+    for k in range(1, 40):
+        d.tick(0.0036 + 0.002 * k)
+        rates.append(d.rate)
+    assert all(b >= a for a, b in zip(rates, rates[1:])) and rates[-1] == pytest.approx(1e9)
+    assert d.decreases == 2 and d.lowest_rate == pytest.approx(cut)
+
+
+def test_pfc_pauses_the_data_priority_for_quanta_times_512_bit_times():
+    p = Pair(line_rate_bps=100e6, burst_bytes=4096)
+    p.a.post_write(p.qa, 1 << 20)
+    assert p.a_sends()
+    p.a._on_mac_control(pfc({3: 10_000}), p.t)                 # 10000 x 512 bits at 100 Mb/s = 51.2 ms
+    p.t += 0.0511
+    assert p.a_sends() == [] and p.a.stats["pfc_rx"] == 1 and p.a.pfc_rx_by_priority[3] == 1
+    p.t += 0.0002
+    assert p.a_sends()
+    p.a._on_mac_control(pfc({5: 0xFFFF}), p.t)                 # another priority: data keeps flowing
+    p.t += 0.001
+    assert p.a_sends()
+    p.a._on_mac_control(pfc({3: 0xFFFF}), p.t)
+    p.t += 0.001
+    assert p.a_sends() == []
+    p.a._on_mac_control(pfc({3: 0}), p.t)                      # zero quanta: resume at once
+    assert p.a_sends()
+
+
+def test_acks_of_a_paused_priority_are_held_until_the_pause_ends():
+    p = Pair(line_rate_bps=100e6)
+    p.b._on_mac_control(pfc({3: 1000}), p.t)                   # 5.12 ms
+    p.a.post_write(p.qa, 1024)
+    p.to_b(p.a_sends())
+    assert p.to_a() == [] and p.b.held[3]
+    p.step(0.006)
+    assert len(p.to_a()) == 1 and p.qa.stats["acks_rx"] == 1
+
+
+def test_slow_receiver_emits_pfc_above_xoff_and_resumes_below_xon():
+    p = Pair(line_rate_bps=1e9, slow_rx_bps=8e6, pfc_xoff_bytes=20_000, pfc_xon_bytes=5_000, pfc_quanta=5000)
+    p.a.post_write(p.qa, 30 * 1024)
+    p.to_b(p.a_sends())
+    p.step(0.0001)
+    sent = [f for f in p.b.sock.frames if f[12:14] == b"\x88\x08"]
+    assert len(sent) == 1 and sent[0][16:18] == b"\x00\x08" and sent[0][24:26] == (5000).to_bytes(2, "big")
+    p.to_a()
+    assert p.a.paused_until[3] > p.t
+    for _ in range(40):                                        # 1 MB/s drains 30 KB in ~30 ms
+        p.step(0.001)
+    xon = [f for f in p.b.sock.frames if f[12:14] == b"\x88\x08"]
+    assert xon and xon[-1][24:26] == b"\x00\x00" and p.b.stats["pfc_tx"] >= 2
+
+
+def test_bad_icrc_is_counted_and_dropped():
+    p = Pair(line_rate_bps=1e9)
+    p.a.post_write(p.qa, 1024)
+    f = bytearray(p.a_sends()[0])
+    f[60] ^= 0xFF
+    p.to_b([bytes(f)])
+    assert p.b.stats["icrc_errors"] == 1 and p.qb.stats["rx_bytes"] == 0
