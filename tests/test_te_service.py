@@ -1,0 +1,208 @@
+"""TE service with an in-memory programmer: placement, failure fallback, manual overrides,
+traffic matrix from counters, link events from interface state, the worker process."""
+import os
+import time
+
+import pytest
+
+from testbed.clos import ClosSpec, build
+from testbed.te.collector import OperstateWatcher
+from testbed.te.engine import DemandKey
+from testbed.te.programmer import DryRunProgrammer, Override, ProcessProgrammer, normalize_counters
+from testbed.te.service import TEService
+from testbed.te.topology import FabricError
+
+L3 = "10.1.3.0/24"
+L4 = "10.1.4.0/24"
+
+
+@pytest.fixture
+def clos():
+    return build(ClosSpec(spines=2, leaves=4, hosts_per_leaf=2))  # uplinks 10 Mb/s
+
+
+@pytest.fixture
+def svc(clos):
+    return TEService(clos, DryRunProgrammer(), watch_operstate=False)
+
+
+def installed(svc):
+    return {(o.leaf, o.ingress_port, o.dst_prefix): o.egress_port for o in svc.programmer.installed()}
+
+
+def test_hints_are_placed_on_disjoint_uplinks(svc):
+    svc.add_hint("leaf1", 1, L3, 7)
+    svc.add_hint("leaf1", 2, L3, 7)
+    run = svc.optimize()
+    assert run["placed"] == 2 and not run["errors"] and not run["over_capacity"]
+    assert sorted(installed(svc).values()) == [3, 4]  # one per spine: 0.7 each instead of 1.4
+    assert run["max_utilization_planned"] == pytest.approx(0.7)
+    # a second run with the same matrix changes nothing on the switches
+    calls = len(svc.programmer.calls)
+    assert svc.optimize()["installed"] == [] and len(svc.programmer.calls) == calls
+
+
+def test_link_down_withdraws_exactly_the_overrides_using_it_and_next_run_replaces(svc):
+    svc.add_hint("leaf1", 1, L3, 7)
+    svc.add_hint("leaf1", 2, L3, 7)
+    svc.add_hint("leaf2", 1, L4, 2)
+    svc.optimize()
+    before = installed(svc)
+    via_spine1_to_leaf3 = {k for k, port in before.items() if k[2] == L3 and port == 3}
+    assert len(via_spine1_to_leaf3) == 1
+    # spine1 port 3 faces leaf3: everything to leaf3 via spine1 is black-holed now
+    result = svc.link_event("spine1", 3, up=False)
+    withdrawn = {(w["leaf"], w["ingress_port"], w["dst_prefix"]) for w in result["withdrawn"]}
+    assert withdrawn == via_spine1_to_leaf3
+    after = installed(svc)
+    assert set(after) == set(before) - withdrawn  # removed at once, the others untouched
+    run = svc.optimize()
+    assert {(i["leaf"], i["ingress_port"], i["dst_prefix"]) for i in run["installed"]} == withdrawn
+    assert all(port == 4 for k, port in installed(svc).items() if k[2] == L3)
+    assert run["over_capacity"]  # 7 + 7 over one 10 Mb/s path: placed, and flagged
+    # the link returns: the next run spreads the leaf3 traffic again
+    svc.link_event("spine1", 3, up=True)
+    svc.optimize()
+    assert sorted(p for k, p in installed(svc).items() if k[2] == L3) == [3, 4]
+
+
+def test_switch_down_withdraws_overrides_through_it(svc):
+    svc.add_hint("leaf1", 1, L3, 3)
+    svc.add_hint("leaf1", 2, L4, 3)
+    svc.add_hint("leaf2", 1, L3, 3)
+    svc.optimize()
+    through_spine2 = {k for k, p in installed(svc).items() if p == 4}
+    assert through_spine2
+    result = svc.switch_event("spine2", up=False)
+    assert {(w["leaf"], w["ingress_port"], w["dst_prefix"]) for w in result["withdrawn"]} == through_spine2
+    svc.optimize()
+    assert set(installed(svc).values()) == {3}
+
+
+def test_manual_override_is_pinned_suspended_on_failure_and_restored(svc):
+    svc.add_manual("leaf1", 1, L3, 3)
+    svc.add_hint("leaf1", 1, L3, 6)
+    svc.add_hint("leaf1", 2, L3, 6)
+    svc.optimize()
+    assert installed(svc)[("leaf1", 1, L3)] == 3
+    assert installed(svc)[("leaf1", 2, L3)] == 4  # CSPF works around the manual one
+    svc.link_event("leaf1", 3, up=False)
+    assert ("leaf1", 1, L3) not in installed(svc)
+    assert svc.placements()["suspended_manual"][0]["egress_port"] == 3
+    svc.optimize()
+    # while its uplink is down, the demand is CSPF's again (on the surviving uplink)
+    assert installed(svc)[("leaf1", 1, L3)] == 4
+    assert [p["origin"] for p in svc.placements()["placements"] if p["ingress_port"] == 1] == ["cspf"]
+    svc.link_event("leaf1", 3, up=True)
+    svc.optimize()
+    assert installed(svc)[("leaf1", 1, L3)] == 3
+    svc.remove_override("leaf1", 1, L3)
+    assert ("leaf1", 1, L3) not in installed(svc) and not svc.manual
+
+
+@pytest.mark.parametrize("args, message", [
+    (("spine1", 1, L3, 3), "is a spine, not a leaf"),
+    (("leaf9", 1, L3, 3), "no switch named 'leaf9'"),
+    (("leaf1", 3, L3, 3), "not a host-facing port"),
+    (("leaf1", 1, "10.1.1.0/24", 3), "local to leaf1"),
+    (("leaf1", 1, "10.1.3.7/24", 3), "bad destination prefix"),
+    (("leaf1", 1, "172.16.0.0/16", 3), "not inside any leaf's subnet"),
+    (("leaf1", 1, L3, 1), "not an uplink"),
+    (("leaf1", "x", L3, 3), "ingress_port must be a port number"),
+])
+def test_manual_override_rejects_bad_input_with_a_clear_message(svc, args, message):
+    with pytest.raises(FabricError, match=message):
+        svc.add_manual(*args)
+    assert installed(svc) == {}
+
+
+def test_manual_override_onto_a_dead_path_is_refused(svc):
+    svc.link_event("spine2", 3, up=False)
+    with pytest.raises(FabricError, match="no working path"):
+        svc.add_manual("leaf1", 1, L3, 4)
+
+
+def test_traffic_matrix_from_counters_and_memory_after_withdrawal(svc):
+    prog = svc.programmer
+    key = DemandKey("leaf1", 1, L3)
+    prog.feed(demand_bytes={key: 0}, port_tx_bytes={("leaf1", 3): 0})
+    svc.collect()
+    time.sleep(0.2)
+    prog.feed(demand_bytes={key: 125_000}, port_tx_bytes={("leaf1", 3): 250_000})  # ~5 / ~10 Mb/s
+    run = svc.optimize()
+    demand = svc.demands()[0]
+    assert demand.key == key and 3.0 < demand.rate_mbps < 5.5
+    assert run["placed"] == 1
+    util = {(l["switch"], l["port"]): l for l in svc.utilization()["links"]}
+    assert 0.6 < util[("leaf1", 3)]["measured_utilization"] < 1.1
+    # withdrawn on failure, the override no longer counts bytes; the demand is remembered
+    uplink = installed(svc)[("leaf1", 1, L3)]
+    svc.link_event("leaf1", uplink, up=False)
+    prog.feed(demand_bytes={}, port_tx_bytes={})
+    run = svc.optimize()
+    assert installed(svc)[("leaf1", 1, L3)] != uplink
+
+
+def test_counter_reset_gives_no_negative_rate(svc):
+    key = DemandKey("leaf1", 1, L3)
+    svc.programmer.feed(demand_bytes={key: 10_000_000})
+    svc.collect()
+    svc.programmer.feed(demand_bytes={key: 100})
+    svc.collect()
+    assert all(rate >= 0 for rate in svc.meter.demand_mbps.values())
+
+
+def test_interval_is_validated(svc):
+    assert svc.set_interval(2) == {"interval_s": 2.0}
+    for bad in (0, -1, "soon", 10_000):
+        with pytest.raises(FabricError, match="interval"):
+            svc.set_interval(bad)
+
+
+def test_normalize_counters_accepts_the_controller_layouts():
+    raw = {"leaf1": {"ports": {3: {"tx_bytes": 100}, 4: {0: {"tx_bytes": 5}, 3: {"tx_bytes": 7}}},
+                     "te_overrides": [{"ingress_port": 1, "dst_prefix": L3, "bytes": 42}]},
+           "leaf2": {"ports": {"3": 9}, "te_overrides": {(2, L4): {"bytes": 8}}}}
+    sample = normalize_counters(raw)
+    assert sample.port_tx_bytes == {("leaf1", 3): 100, ("leaf1", 4): 12, ("leaf2", 3): 9}
+    assert sample.demand_bytes == {DemandKey("leaf1", 1, L3): 42, DemandKey("leaf2", 2, L4): 8}
+
+
+def test_operstate_watcher_reports_changes(clos, tmp_path):
+    for sw in clos.switches.values():
+        for port in sw.ports.values():
+            if port.kind != "host":
+                (tmp_path / sw.intf(port.number)).mkdir()
+                (tmp_path / sw.intf(port.number) / "operstate").write_text("up\n")
+    (tmp_path / "spine2-eth1" / "operstate").write_text("down\n")
+    watcher = OperstateWatcher(clos, sysfs=str(tmp_path))
+    assert watcher.poll() == [("spine2", 1, False)]  # already down at start is news
+    assert watcher.poll() == []
+    (tmp_path / "leaf3-eth3" / "operstate").write_text("down\n")
+    (tmp_path / "spine2-eth1" / "operstate").write_text("up\n")
+    assert sorted(watcher.poll()) == [("leaf3", 3, False), ("spine2", 1, True)]
+    svc = TEService(clos, DryRunProgrammer(), watch_operstate=False)
+    svc.watcher = watcher
+    (tmp_path / "leaf1-eth3" / "operstate").write_text("down\n")
+    svc.add_hint("leaf2", 1, L4, 1)
+    svc.optimize()
+    assert svc.poll_links() and ("leaf1", 3) in svc.graph.down_ports
+
+
+def test_worker_process_runs_the_programmer_without_eventlet(clos):
+    prog = ProcessProgrammer("dry-run", clos)
+    try:
+        who = prog.worker.call("whoami")
+        assert who["pid"] == prog.worker.pid != os.getpid()
+        assert who["eventlet_loaded"] is False
+        svc = TEService(clos, prog, watch_operstate=False)
+        svc.add_hint("leaf1", 1, L3, 4)
+        svc.optimize()
+        assert prog.installed() == [Override("leaf1", 1, L3, svc.placements()["placements"][0]["egress_port"])]
+        # an error inside the worker comes back as an exception, the worker survives
+        with pytest.raises(Exception, match="no attribute 'nonexistent'"):
+            prog._call("nonexistent")
+        assert prog.worker.call("whoami")["pid"] == who["pid"]
+    finally:
+        prog.close()
+    assert prog.worker.proc.returncode is not None  # the child is gone, reaped
