@@ -206,3 +206,12 @@ def test_worker_process_runs_the_programmer_without_eventlet(clos):
     finally:
         prog.close()
     assert prog.worker.proc.returncode is not None  # the child is gone, reaped
+
+
+def test_operstate_watcher_follows_a_custom_interface_naming(clos, tmp_path):
+    (tmp_path / "rlx3p3").mkdir()
+    (tmp_path / "rlx3p3" / "operstate").write_text("down\n")  # leaf1 is device 3
+    watcher = OperstateWatcher(clos, sysfs=str(tmp_path), intf_format="rlx{device_id}p{port}")
+    assert watcher.poll() == [("leaf1", 3, False)]
+    with pytest.raises(ValueError, match="fields"):
+        OperstateWatcher(clos, intf_format="{nope}")

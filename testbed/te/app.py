@@ -2,7 +2,7 @@
 
 Loaded by ryu-manager through :mod:`testbed.te.launcher`, which passes the settings in
 the ``ROCELAB_TE_CONFIG`` environment variable (JSON: fabric, programmer, interval_s,
-min_rate_mbps, watch_operstate) because ryu-manager's own command line belongs to
+min_rate_mbps, watch_operstate, intf_format) because ryu-manager's own command line belongs to
 oslo.config. All REST handlers and the timer run in eventlet green threads; anything
 that talks gRPC goes to the worker process (:mod:`testbed.te.worker`).
 
@@ -67,7 +67,8 @@ class TrafficEngineeringApp(app_manager.RyuApp):
         clos = Clos.load(config["fabric"])
         self.service = TEService(clos, make_programmer(config["programmer"], clos),
                                  interval_s=config["interval_s"], min_rate_mbps=config["min_rate_mbps"],
-                                 lock=hub.Semaphore(1), watch_operstate=config["watch_operstate"])
+                                 lock=hub.Semaphore(1), watch_operstate=config["watch_operstate"],
+                                 intf_format=config.get("intf_format"))
         kwargs["wsgi"].register(TERestController, {SERVICE_KEY: self.service})
         self._timer = None
         self.logger.info("TE app: %d switches, programmer %s, interval %.1f s",

@@ -34,6 +34,9 @@ def register(sub, name, help_text):
                      help="demands at or below this rate stay on ECMP (default 0.01 Mb/s)")
     run.add_argument("--no-watch-links", action="store_true",
                      help="do not poll switch interfaces' operstate for link up/down")
+    run.add_argument("--intf-format", metavar="FORMAT",
+                     help="switch interface names to watch, from {switch}, {device_id} and {port} "
+                          "(default {switch}-eth{port}, as the Clos builder names them)")
     run.add_argument("--ryu-arg", action="append", default=[], metavar="ARG",
                      help="pass an option through to ryu-manager (repeatable), e.g. --ryu-arg=--verbose")
     run.set_defaults(func=_cmd_run)
@@ -95,6 +98,12 @@ def _cmd_run(args):
         return _fail(f"--rest-port {args.rest_port} is not a TCP port")
     if not 0.2 <= args.interval <= 3600:
         return _fail(f"--interval {args.interval:g} is out of range (0.2..3600 s)")
+    if args.intf_format:
+        from testbed.te.collector import intf_name
+        try:
+            intf_name(Clos.load(args.fabric).leaves[0], 1, args.intf_format)
+        except ValueError as exc:
+            return _fail(f"--intf-format: {exc}")
     if args.programmer == "p4runtime":
         try:
             import testbed.control  # noqa: F401  (checked here for a clear message)
@@ -104,7 +113,7 @@ def _cmd_run(args):
     os.environ["ROCELAB_TE_CONFIG"] = json.dumps({
         "fabric": os.path.abspath(args.fabric), "programmer": args.programmer,
         "interval_s": args.interval, "min_rate_mbps": args.min_rate,
-        "watch_operstate": not args.no_watch_links})
+        "watch_operstate": not args.no_watch_links, "intf_format": args.intf_format})
     from testbed.te.launcher import run_manager
     print(f"rocelab te: REST API on http://{args.rest_host}:{args.rest_port}/te "
           f"(programmer {args.programmer}, interval {args.interval:g} s)", flush=True)

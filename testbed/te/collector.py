@@ -88,13 +88,25 @@ def traffic_matrix(graph, measured: Dict[DemandKey, float], hinted: Dict[DemandK
     return demands
 
 
+def intf_name(switch, port, intf_format=None):
+    if not intf_format:
+        return switch.intf(port)
+    try:
+        return intf_format.format(switch=switch.name, device_id=switch.device_id, port=port)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"interface name format {intf_format!r}: {exc!r} "
+                         "(fields: {switch}, {device_id}, {port})") from None
+
+
 class OperstateWatcher:
     """Polls the root namespace's switch interfaces; yields (switch, port, up) changes."""
 
-    def __init__(self, clos, sysfs="/sys/class/net"):
+    def __init__(self, clos, sysfs="/sys/class/net", intf_format=None):
+        """`intf_format` names a switch port's interface from {switch}, {device_id} and
+        {port}; the default is the fabric's own ``{switch}-eth{port}``."""
         self.sysfs = sysfs
-        self.ports = [(sw.name, p.number, sw.intf(p.number)) for sw in clos.switches.values()
-                      for p in sw.ports.values() if p.kind != "host"]
+        self.ports = [(sw.name, p.number, intf_name(sw, p.number, intf_format))
+                      for sw in clos.switches.values() for p in sw.ports.values() if p.kind != "host"]
         self.state = {}
 
     def _read(self, intf):

@@ -34,7 +34,7 @@ class Active:
 
 class TEService:
     def __init__(self, clos, programmer, interval_s=5.0, min_rate_mbps=0.01, lock=None,
-                 watch_operstate=True, remember_intervals=3):
+                 watch_operstate=True, remember_intervals=3, intf_format=None):
         self.clos = clos
         self.graph = FabricGraph(clos)
         self.programmer = programmer
@@ -44,7 +44,7 @@ class TEService:
         self.lock = lock or threading.RLock()
         self.meter = RateMeter()
         self.hints = DemandHints()
-        self.watcher = OperstateWatcher(clos) if watch_operstate else None
+        self.watcher = OperstateWatcher(clos, intf_format=intf_format) if watch_operstate else None
         self.active: Dict[DemandKey, Active] = {}
         self.manual: Dict[DemandKey, Override] = {}
         self.remembered: Dict[DemandKey, tuple] = {}  # key -> (rate, monotonic time seen)
