@@ -122,7 +122,8 @@ class OperstateWatcher:
             state = self._read(intf)
             if state is None:
                 continue
-            up = state != "down"  # "up", or "unknown" for some virtual links
+            up = state in ("up", "unknown")  # "unknown" for some virtual links; the far end of a
+            # downed veth reads "lowerlayerdown"
             known = self.state.get((switch, port))
             if known != up:
                 if known is not None or not up:  # a link already down at start is news too

@@ -1,0 +1,167 @@
+"""The TE app against a booted Clos (engine switches in Mininet, the fabric controller):
+a REST override moves a flow (the uplinks' tx counters show it), and taking a link
+down removes the overrides that used it."""
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from testbed.cleanup import Ledger
+from testbed.clos import ClosSpec, build
+from testbed.te.programmer import normalize_counters
+
+ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
+PREFIX = f"rlte{os.getpid() % 1000}"  # + device id + "p" + port: at most 11 characters
+PACKETS, SIZE = 300, 1000
+
+
+def _missing():
+    if os.geteuid() != 0:
+        return "needs root (Mininet namespaces and veths)"
+    if importlib.util.find_spec("testbed.control") is None:
+        return "the fabric controller (testbed.control) is not in this build yet"
+    from testbed import control
+    if not hasattr(getattr(control, "FabricController", None), "add_te_override"):
+        return "testbed.control has no FabricController.add_te_override yet"
+    if importlib.util.find_spec("testbed.net.fabric") is None:
+        return "the Mininet builder (testbed.net.fabric) is not in this build yet"
+    try:
+        from testbed import P4_DIR
+        from testbed.p4engine import compile_file
+        compile_file(str(P4_DIR / "fabric.p4"))
+    except Exception as exc:  # the engine or the program is not ready: nothing to boot
+        return f"the engine cannot run p4/fabric.p4 yet ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
+MISSING = _missing()
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING or "")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rest(url, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+@pytest.fixture(scope="module")
+def booted(tmp_path_factory):
+    from testbed.net.fabric import FabricNet
+    tmp = tmp_path_factory.mktemp("te_booted")
+    base = 40000 + (os.getpid() % 2000) * 10
+    clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=2, link_rate_mbps=10, grpc_base_port=base))
+    fabric = tmp / "fabric.json"
+    clos.save(fabric)
+    ledger = Ledger("te-booted-test", state_dir=tmp)
+    with FabricNet(clos, target="engine", out_dir=tmp / "run", pcap=False, name_prefix=PREFIX,
+                   state_dir=tmp) as net:
+        rest_port = _free_port()
+        log = open(tmp / "te.log", "w+")
+        proc = subprocess.Popen([ROCELAB, "te", "run", "--fabric", str(fabric), "--programmer", "p4runtime",
+                                 "--rest-port", str(rest_port), "--interval", "600",
+                                 "--intf-format", PREFIX + "{device_id}p{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        ledger.add("pid", proc.pid)
+        url = f"http://127.0.0.1:{rest_port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                assert proc.poll() is None, "TE app exited:\n" + open(log.name).read()
+                try:
+                    if _rest(url, "GET", "/te")[0] == 200:
+                        break
+                except OSError:
+                    pass
+                assert time.monotonic() < deadline, "TE app did not answer:\n" + open(log.name).read()
+                time.sleep(0.3)
+            yield net, clos, url
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            ledger.release()
+            log.close()
+
+
+def _uplink_tx(net, leaf):
+    sample = normalize_counters(net.controller.read_counters(leaf))
+    return {port: sample.port_tx_bytes.get((leaf, port), 0) for port in (3, 4)}
+
+
+def _send(net, src, dst_ip, sport):
+    """One UDP flow (fixed 5-tuple) of PACKETS packets from host `src`."""
+    code = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+            f"s.bind(('', {sport})); "
+            f"[s.sendto(bytes({SIZE}), ('{dst_ip}', 4791)) for _ in range({PACKETS})]")
+    net.host(src).cmd(f"{sys.executable} -c \"{code}\"")
+    time.sleep(1.0)  # let the switches drain the flow at the emulated rate
+
+
+def _moved_to(before, after):
+    return {port: after[port] - before[port] for port in after}
+
+
+def test_rest_override_moves_a_flow_and_link_down_removes_it(booted):
+    net, clos, url = booted
+    src = next(h for h in clos.hosts.values() if h.nics[0].leaf == "leaf1" and h.nics[0].leaf_port == 1)
+    dst = next(h for h in clos.hosts.values() if h.nics[0].leaf == "leaf2")
+    flow_bytes = PACKETS * SIZE
+
+    # 1. without an override, ECMP puts the flow on one uplink
+    before = _uplink_tx(net, "leaf1")
+    _send(net, src.name, dst.ip, 50001)
+    delta = _moved_to(before, _uplink_tx(net, "leaf1"))
+    ecmp_port = max(delta, key=delta.get)
+    other = 7 - ecmp_port  # uplinks are 3 and 4
+    assert delta[ecmp_port] >= flow_bytes and delta[other] < flow_bytes / 10, delta
+
+    # 2. a REST override pins <port 1, leaf2's prefix> to the other uplink: the same flow moves
+    status, body = _rest(url, "POST", "/te/overrides", {"leaf": "leaf1", "ingress_port": 1,
+                                                         "dst_prefix": "10.1.2.0/24", "egress_port": other})
+    assert status == 201, body
+    before = _uplink_tx(net, "leaf1")
+    _send(net, src.name, dst.ip, 50001)
+    delta = _moved_to(before, _uplink_tx(net, "leaf1"))
+    assert delta[other] >= flow_bytes and delta[ecmp_port] < flow_bytes / 10, delta
+
+    # 3. the override's uplink goes down: the app sees it and removes the override at once
+    leaf1 = clos.switches["leaf1"]
+    intf = f"{PREFIX}{leaf1.device_id}p{other}"
+    subprocess.run(["ip", "link", "set", intf, "down"], check=True)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            _, placements = _rest(url, "GET", "/te/placements")
+            if not placements["placements"]:
+                break
+            time.sleep(0.2)
+        assert placements["placements"] == [] and placements["suspended_manual"], placements
+        # and the switch itself no longer holds it
+        held = json.dumps(net.controller.te_overrides(), default=str)
+        assert "10.1.2.0/24" not in held, held
+        _, status = _rest(url, "GET", "/te")
+        assert f"leaf1:{other}" in status["down_ports"]
+    finally:
+        subprocess.run(["ip", "link", "set", intf, "up"], check=False)
