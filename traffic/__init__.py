@@ -1,1 +1,58 @@
-"""Emulated RDMA NICs that send and receive RoCEv2 collectives (API documented as it lands)."""
+"""Emulated RDMA NICs that run LLM-training collectives as RoCEv2 traffic.
+
+Each host of the testbed runs one rank of a job as a process inside its Mininet
+host (or namespace)::
+
+    rocelab traffic run   --job job.json --rank N --out report.json   # one per host
+    rocelab traffic check --job job.json                             # validate, show schedules
+    rocelab traffic pcap  sample.pcap                                # one of every frame we send
+    rocelab bench traffic [--quick]                                  # hot path vs Scapy sendp
+
+Ranks coordinate only over the network (a UDP barrier to rank 0 on the job's
+``control_port``, DSCP of the control class), every wait is bounded by the
+job's ``timeout_s``, and each rank writes a JSON report even on failure.
+
+Modules and the API other parts call
+------------------------------------
+``traffic.job``
+    ``load_job(path) -> Job``, ``parse_job(dict) -> Job`` (raise ``JobError`` naming the bad key);
+    ``place(hosts, nranks=None, mode="topology"|"random", seed=0) -> [host dict]`` orders hosts
+    into ranks (topology: ring neighbours share a leaf; host dicts may carry ``leaf``).
+    The job format is documented in the module docstring.
+``traffic.runner``
+    ``RankRunner(job, rank).run() -> report dict`` — what ``rocelab traffic run`` does.
+``traffic.report``
+    ``rank_report(runner)``; ``nccl_table(report) -> str`` (size, count, type, redop, root,
+    time, algbw, busbw); ``perftest_table(report) -> str`` (stream pattern).
+    Report keys: job, pattern, rank, nranks, host, ip, status ("ok"|"timeout"|"error"), error,
+    config, results [{size, count, type, redop, root, time_us, algbw_GBps, busbw_GBps, ...}],
+    perftest, bytes {expected_tx, expected_rx, acked_tx, rx}, counters {tx/rx packets and bytes,
+    data_tx_bytes, data_rx_bytes, oos, duplicates, cnp_tx, cnp_rx, ce_rx, pfc_rx, pfc_tx,
+    retransmits, lat_timeouts, naks_tx/rx, acks_tx/rx, cts_tx/rx, icrc_errors, ...},
+    pfc_rx_by_priority, paused_seconds_by_priority, timing, qps [per-QP counters + dcqcn state].
+``traffic.collectives``
+    ``PATTERNS`` (ring_allreduce, tree_allreduce, allgather, reducescatter, alltoall, incast,
+    pipeline, stream), ``schedule(pattern, rank, n, size, chunk) -> [Phase]``,
+    ``peers(...)``, ``expected_bytes(...)``, ``BUSBW_FACTOR`` (nccl-tests' factors).
+``traffic.nic``
+    ``Nic(iface, mac, ip, NicConfig(...))`` with ``create_qp(local_qpn, remote_qpn, peer_ip,
+    peer_mac, context)``, ``post_write(qp, nbytes, imm=None, on_done=None)``, ``poll(max_wait)``,
+    ``send_cts(...)``, ``send_pfc({prio: quanta})``, ``report()``; callbacks ``on_rx_bytes``,
+    ``on_rx_message``, ``on_cts``. ``TrafficClass(dscp, priority, ecn)``; defaults: data DSCP 26
+    priority 3 ECT(0), CNP DSCP 48 priority 6, control/CTS DSCP 46 priority 7.
+``traffic.dcqcn``
+    ``DcqcnParams`` (settable parameters), ``Dcqcn(line_rate_bps, params)`` with ``on_cnp``,
+    ``on_sent``, ``tick``, ``stats()``.
+``traffic.packets``
+    Scapy layers ``RETH``, ``ImmDt``, ``CTS`` (plus scapy.contrib.roce's BTH/AETH/CNP and
+    mac_control's PFC) and builders ``roce(...)``, ``write_bth``, ``ack_bth``, ``cnp_bth``,
+    ``cts_bth``, ``pfc_frame(src_mac, {prio: quanta})``.
+``traffic.icrc``
+    ``compute(frame)``, ``trailer_ok(frame)``, ``masked_bytes(frame)`` — the RoCEv2 ICRC.
+``traffic.fastpath``
+    ``FrameTemplate(frame).render(psn, ip_id, ackreq, va, imm, dma_len)``, ``RawSocket(iface,
+    mac)`` (AF_PACKET + BPF: RoCEv2 for our MAC and MAC-control frames), ``PortSink()`` (UDP
+    4791 listener so the kernel sends no ICMP port-unreachable).
+``traffic.samples``
+    ``sample_frames()``, ``write_sample_pcap(path)``: frames exactly as the hot path emits them.
+"""
