@@ -383,3 +383,45 @@ class FakeProgram:
         pipeline = FakeP4Pipeline(cpu_port)
         self.pipelines.append(pipeline)
         return pipeline
+
+
+class RealTablesPipeline(FakeP4Pipeline):
+    """FakeP4Pipeline's layout built from the engine's own runtime classes
+    (testbed.p4engine.tables/externs), to check the P4Runtime translation against them."""
+
+    def __init__(self, cpu_port):
+        super().__init__(cpu_port)
+        from testbed.p4engine import externs, tables as T
+        params = {"MyIngress.set_port": [("port", 9)], "MyIngress.to_cpu": [], "MyIngress.drop": []}
+        acts = list(params)
+        acl_hits = externs.DirectCounter("MyIngress.acl_hits", "packets_and_bytes")
+        ecmp = T.ActionProfile("MyIngress.ecmp", size=128, algorithm="crc16", max_group_size=8,
+                               actions=["MyIngress.set_port", "MyIngress.drop"], action_params=params)
+        self.tables = {
+            "MyIngress.fwd": T.Table("MyIngress.fwd", [T.KeySpec("standard_metadata.ingress_port", "exact", 9)],
+                                     acts, size=64, default_action=T.ActionCall("MyIngress.drop", {}),
+                                     action_params=params),
+            "MyIngress.acl": T.Table("MyIngress.acl", [T.KeySpec("hdr.ethernet.etherType", "ternary", 16),
+                                                       T.KeySpec("hdr.udp.dstPort", "range", 16),
+                                                       T.KeySpec("standard_metadata.ingress_port", "optional", 9)],
+                                     ["MyIngress.to_cpu", "MyIngress.drop"], size=64,
+                                     default_action=T.ActionCall("MyIngress.drop", {}),
+                                     direct_counter=acl_hits, action_params=params),
+            "MyIngress.routes": T.Table("MyIngress.routes", [T.KeySpec("hdr.ipv4.dstAddr", "lpm", 32)],
+                                        ["MyIngress.set_port", "MyIngress.drop"], size=64,
+                                        default_action=T.ActionCall("MyIngress.drop", {}),
+                                        implementation=ecmp,
+                                        selector_keys=[T.KeySpec("hdr.ipv4.srcAddr", "selector", 32)],
+                                        action_params=params),
+        }
+        self.action_profiles = {"MyIngress.ecmp": ecmp}
+        self.counters = {"MyIngress.port_pkts": externs.Counter("MyIngress.port_pkts", 16, "packets_and_bytes")}
+        self.meters = {"MyIngress.rate": externs.Meter("MyIngress.rate", 4, "bytes")}
+        self.registers = {"MyIngress.last_seen": externs.Register("MyIngress.last_seen", 8, 32)}
+
+
+class RealTablesProgram(FakeProgram):
+    def new_pipeline(self, cpu_port=None, drop_port=511, log=None):
+        pipeline = RealTablesPipeline(cpu_port)
+        self.pipelines.append(pipeline)
+        return pipeline

@@ -478,3 +478,5 @@ def _check_p4info_matches(index, pipeline):
         if len(table.keys) != len(info.match_fields):
             raise invalid(f"P4Info table {info.name} has {len(info.match_fields)} match fields, "
                           f"the program's has {len(table.keys)}")
+        # The engine knows best when entries need priorities (e.g. several lpm keys).
+        info.needs_priority = getattr(table, "needs_priority", info.needs_priority)
