@@ -196,6 +196,22 @@ def test_interval_can_be_read_and_set(app):
     app.request("PUT", "/te/interval", {"interval_s": 60})
 
 
+def test_the_app_reoptimizes_on_its_interval(app):
+    _, before = app.request("GET", "/te")
+    assert app.request("PUT", "/te/interval", {"interval_s": 0.3})[0] == 200
+    try:
+        deadline = time.monotonic() + 10
+        runs = before["runs"]
+        while runs < before["runs"] + 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            runs = app.request("GET", "/te")[1]["runs"]
+        assert runs >= before["runs"] + 2
+        _, status = app.request("GET", "/te")
+        assert status["last_run"]["reason"] == "interval"
+    finally:
+        app.request("PUT", "/te/interval", {"interval_s": 60})
+
+
 def test_p4runtime_call_runs_in_the_worker_and_the_rest_api_stays_responsive(app):
     """A real gRPC call from the app under ryu-manager: made by the worker process (no
     eventlet loaded there), while the app's green threads keep answering REST."""
@@ -248,6 +264,18 @@ def test_sigterm_stops_the_app_and_its_worker(app):
     while any(pid_alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(pid_alive(w) for w in workers)
+
+
+def test_run_reports_a_busy_rest_port_without_a_traceback(tmp_path):
+    fabric = tmp_path / "fabric.json"
+    build(ClosSpec()).save(fabric)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        res = subprocess.run([ROCELAB, "te", "run", "--fabric", str(fabric), "--programmer", "dry-run",
+                              "--no-watch-links", "--rest-port", str(busy.getsockname()[1])],
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "Address already in use" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_run_rejects_a_bad_fabric_without_a_traceback(tmp_path):

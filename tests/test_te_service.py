@@ -215,3 +215,11 @@ def test_operstate_watcher_follows_a_custom_interface_naming(clos, tmp_path):
     assert watcher.poll() == [("leaf1", 3, False)]
     with pytest.raises(ValueError, match="fields"):
         OperstateWatcher(clos, intf_format="{nope}")
+
+
+def test_tick_runs_only_when_the_interval_is_up(svc):
+    svc.set_interval(0.3)
+    assert svc.tick() is not None  # the first tick runs at once
+    assert svc.tick() is None
+    time.sleep(0.35)
+    assert svc.tick()["reason"] == "interval" and svc.runs == 2

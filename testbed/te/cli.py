@@ -106,7 +106,7 @@ def _cmd_run(args):
             return _fail(f"--intf-format: {exc}")
     if args.programmer == "p4runtime":
         try:
-            import testbed.control  # noqa: F401  (checked here for a clear message)
+            from testbed.control import FabricController  # noqa: F401  (checked for a clear message)
         except ImportError as exc:
             return _fail(f"--programmer p4runtime needs the fabric controller (testbed.control): {exc}; "
                          "use --programmer dry-run to run without switches")
@@ -117,8 +117,17 @@ def _cmd_run(args):
     from testbed.te.launcher import run_manager
     print(f"rocelab te: REST API on http://{args.rest_host}:{args.rest_port}/te "
           f"(programmer {args.programmer}, interval {args.interval:g} s)", flush=True)
-    return run_manager(["--wsapi-host", args.rest_host, "--wsapi-port", str(args.rest_port),
-                        *args.ryu_arg, "testbed.te.app"])
+    from testbed.te.programmer import ProgrammerError
+    from testbed.te.worker import RemoteError, WorkerError
+    try:
+        return run_manager(["--wsapi-host", args.rest_host, "--wsapi-port", str(args.rest_port),
+                            *args.ryu_arg, "testbed.te.app"])
+    except (ProgrammerError, WorkerError, RemoteError) as exc:
+        # e.g. switches unreachable when the app connects: a message, not a traceback
+        print(f"rocelab te: the app could not start: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        return _fail(f"cannot serve REST on {args.rest_host}:{args.rest_port}: {exc}")
 
 
 def _request(url, method, path, body=None):
