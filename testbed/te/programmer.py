@@ -143,7 +143,7 @@ class FabricProgrammer(OverrideProgrammer):
             except ImportError as exc:
                 raise ProgrammerError("the fabric controller (testbed.control) is not available in "
                                       f"this build ({exc}); run with --programmer dry-run") from None
-            controller = FabricController(clos)
+            controller = FabricController(clos, **_te_session_options(FabricController))
             controller.connect()
         self.clos = clos
         self.controller = controller
@@ -172,6 +172,28 @@ class FabricProgrammer(OverrideProgrammer):
         close = getattr(self.controller, "close", None)
         if close:
             close()
+
+
+#: The TE app's P4Runtime session: its own role, so that it is primary for its writes
+#: (the overrides) without taking primaryship away from the fabric controller that
+#: booted the fabric (which keeps the default role).
+TE_ROLE = "te"
+TE_ELECTION_ID = (0, 1)
+
+
+def _te_session_options(controller_cls):
+    """Role and election id, for the controller versions that take them."""
+    import inspect
+    try:
+        params = inspect.signature(controller_cls).parameters
+    except (TypeError, ValueError):
+        return {}
+    options = {}
+    if "role" in params:
+        options["role"] = TE_ROLE
+    if "election_id" in params:
+        options["election_id"] = TE_ELECTION_ID
+    return options
 
 
 # --- tolerant readers of the controller's plain dicts ---------------------------------
