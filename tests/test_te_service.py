@@ -166,6 +166,16 @@ def test_normalize_counters_accepts_the_controller_layouts():
     sample = normalize_counters(raw)
     assert sample.port_tx_bytes == {("leaf1", 3): 100, ("leaf1", 4): 12, ("leaf2", 3): 9}
     assert sample.demand_bytes == {DemandKey("leaf1", 1, L3): 42, DemandKey("leaf2", 2, L4): 8}
+    # the controller's own shape: one switch, port totals, and the all-traffic demand counter
+    one = {"switch": "leaf1", "role": "leaf",
+           "ports": {3: {0: {"tx_bytes": 1}}}, "port_totals": {3: {"tx_bytes": 70, "rx_bytes": 5}},
+           "te_overrides": [{"ingress_port": 1, "dst_prefix": L3, "egress_port": 3, "packets": 1, "bytes": 40}],
+           "demands": [{"ingress_port": 1, "dst_prefix": L3, "route_id": 3, "packets": 2, "bytes": 90},
+                       {"ingress_port": 2, "dst_prefix": L4, "route_id": 4, "packets": 1, "bytes": 30}]}
+    for shape in (one, [one], {"leaf1": one}):
+        sample = normalize_counters(shape)
+        assert sample.port_tx_bytes == {("leaf1", 3): 70}
+        assert sample.demand_bytes == {DemandKey("leaf1", 1, L3): 90, DemandKey("leaf1", 2, L4): 30}
 
 
 def test_operstate_watcher_reports_changes(clos, tmp_path):

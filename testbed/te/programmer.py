@@ -224,13 +224,15 @@ def _override_from(entry):
 def normalize_counters(raw, at=None) -> CounterSample:
     """Turn ``read_counters()`` output into a :class:`CounterSample`.
 
-    Accepts ``{switch: {"ports": {port: {"tx_bytes": n, ...}}, "te_overrides":
-    [{"ingress_port", "dst_prefix", "bytes"}, ...]}}`` and the variants where ports map
-    to per-priority dicts (summed) or overrides are keyed by ``(ingress_port, prefix)``.
+    The controller's layout (testbed/control/counters.py): per switch, ``"port_totals"``
+    or per-priority ``"ports"`` (summed) with ``tx_bytes``, ``"te_overrides"`` and
+    ``"demands"`` lists of ``{ingress_port, dst_prefix, bytes}``; the demand counter
+    sees all of a key's traffic, overridden or not, so it wins over override hits. The
+    answer may be ``{switch: {...}}``, a list of ``{"switch": name, ...}`` or one of those.
     """
     sample = CounterSample(time.monotonic() if at is None else at)
-    for switch, counters in (raw or {}).items():
-        ports = counters.get("ports", {}) if isinstance(counters, dict) else {}
+    for switch, counters in _per_switch(raw):
+        ports = counters.get("port_totals") or counters.get("ports", {})
         for port, value in ports.items():
             sample.port_tx_bytes[(switch, int(port))] = _tx_bytes(value)
         overrides = counters.get("te_overrides", counters.get("te_override_hits", []))
@@ -241,10 +243,21 @@ def normalize_counters(raw, at=None) -> CounterSample:
         for entry in overrides:
             key = DemandKey(switch, int(entry["ingress_port"]), str(entry["dst_prefix"]))
             sample.demand_bytes[key] = sample.demand_bytes.get(key, 0) + int(entry.get("bytes", 0))
-        for entry in counters.get("demands", []) if isinstance(counters, dict) else []:
+        for entry in counters.get("demands", []):
             key = DemandKey(switch, int(entry["ingress_port"]), str(entry["dst_prefix"]))
             sample.demand_bytes[key] = max(sample.demand_bytes.get(key, 0), int(entry.get("bytes", 0)))
     return sample
+
+
+def _per_switch(raw):
+    """(switch, counters) pairs from {switch: {...}}, [{"switch": ...}, ...] or one {"switch": ...}."""
+    if not raw:
+        return []
+    if isinstance(raw, dict) and "switch" in raw and isinstance(raw.get("switch"), str):
+        return [(raw["switch"], raw)]
+    if isinstance(raw, dict):
+        return [(name, c) for name, c in raw.items() if isinstance(c, dict)]
+    return [(c["switch"], c) for c in raw if isinstance(c, dict) and "switch" in c]
 
 
 def _tx_bytes(value):
