@@ -314,3 +314,48 @@ def test_run_stf_reports_unreadable_files(tmp_path):
     out = io.StringIO()
     assert stf.run_stf(tmp_path / "x.p4", tmp_path / "missing.stf", out=out) == 1
     assert "missing.stf" in out.getvalue() and "Traceback" not in out.getvalue()
+
+
+def test_selector_groups_through_act_prof_commands():
+    pipeline = FakePipeline()
+    profile = ActionProfile("MyIngress.sel", algorithm="crc16", actions=[FWD, "NoAction"])
+    table = Table("MyIngress.dmac", [KeySpec("hdr.ethernet.dstAddr", "exact", 48)], [FWD, "NoAction"],
+                  implementation=profile, action_params=PARAMS,
+                  selector_keys=[KeySpec("hdr.ethernet.srcAddr", "selector", 48)])
+    pipeline.tables["MyIngress.dmac"] = table
+    out = io.StringIO()
+    status = stf.run_stf_text(pipeline, (
+        "act_prof_create_member sel fwd(port:7)\n"
+        "act_prof_create_member MyIngress.sel fwd 8\n"
+        "act_prof_create_group sel\n"
+        "act_prof_add_member_to_group sel 1 0\n"
+        "act_prof_add_member_to_group sel 0 0\n"
+        "add dmac dstAddr:0x000000000002 $group(id:0)\n"
+        "add dmac dstAddr:0x000000000003 $member(id:1)\n"), out=out)
+    assert status == 0, out.getvalue()
+    assert profile.groups() == {0: [(0, 1), (1, 1)]}
+    assert [m for m, _ in profile.selection(0)] == [0, 1]
+    action, hit, entry = table.lookup((3,))
+    assert action == stf.ActionCall(FWD, {"port": 8})
+    status = stf.run_stf_text(pipeline, "act_prof_add_member_to_group sel 5 0\n", out=out)
+    assert status == 1 and "no member 5" in out.getvalue()
+
+
+def test_direct_meter_rates_by_entry_handle():
+    from testbed.p4engine.externs import DirectMeter
+    pipeline = FakePipeline()
+    meter = DirectMeter("MyIngress.flow_meter", "packets")
+    table = Table("MyIngress.flows", [KeySpec("k", "exact", 8)], ["NoAction"], direct_meter=meter)
+    pipeline.tables["MyIngress.flows"] = table
+    out = io.StringIO()
+    status = stf.run_stf_text(pipeline, (
+        "add flows k:1 NoAction()\n"
+        "add flows k:2 NoAction() = B\n"
+        "meter_set_rates flow_meter 0 0.5:10 1.5:20\n"
+        "meter_set_rates flow_meter $B 0.25:1 0.5:2\n"
+        "meter_get_rates flow_meter 1\n"), out=out)
+    assert status == 0, out.getvalue()
+    first, second = table.entries()
+    assert first.meter.rates() == ((0.5, 10), (1.5, 20))
+    assert second.meter.rates() == ((0.25, 1), (0.5, 2))
+    assert "0.25:1 0.5:2" in out.getvalue()

@@ -22,6 +22,17 @@ The format (p4c tools/stf and backends/bmv2/bmv2stf.py), one command per line,
     check_counter NAME(IDX or $ID) [packets|bytes OP NUMBER]
     wait
 
+Engine extensions (simple_switch_CLI commands, for what bmv2stf cannot say):
+
+    act_prof_create_member PROFILE ACTION(ARG:VAL, ...)   -> member handle 0, 1, ...
+    act_prof_create_group PROFILE                         -> group handle 0, 1, ...
+    act_prof_add_member_to_group PROFILE MEMBER GROUP
+    act_prof_remove_member_from_group PROFILE MEMBER GROUP
+    act_prof_delete_member PROFILE MEMBER | act_prof_delete_group PROFILE GROUP
+    add TABLE KEY... $member(id:N) | $group(id:N)        entry of an indirect table
+    meter_set_rates / counter_read / check_counter on a direct meter or counter take
+    the entry handle (0, 1, ... in insertion order, like BMv2) or the `= ID` of an add.
+
 Key values: exact ``0x0a000001``/decimal/``0b..``; lpm ``VALUE/LEN`` or trailing
 ``*`` nibbles (``0x0a01****``; without either, the prefix covers the digits
 written, as bmv2stf computes it); ternary ``0x1*``/``0b01**`` (the mask covers
@@ -44,7 +55,8 @@ import re
 import sys
 import time
 
-from testbed.p4engine.tables import ActionCall, Exact, Lpm, MemberRef, Optional, Range, TableError, Ternary
+from testbed.p4engine.tables import (
+    ActionCall, Exact, GroupRef, Lpm, MemberRef, Optional, Range, TableError, Ternary)
 
 STF_PRIORITY_OFFSET = 1
 
@@ -84,6 +96,9 @@ _COMMANDS = {
     "register_read", "register_write", "register_reset",
     "counter_read", "counter_write", "counter_reset",
     "meter_set_rates", "meter_array_set_rates", "meter_get_rates",
+    # simple_switch_CLI commands bmv2stf has no syntax for (engine extension)
+    "act_prof_create_member", "act_prof_create_group", "act_prof_add_member_to_group",
+    "act_prof_remove_member_from_group", "act_prof_delete_member", "act_prof_delete_group",
 }
 
 
@@ -214,7 +229,17 @@ def _parse_meter_rates(words, what):
     return rates
 
 
+def _parse_create_member(rest):
+    words = rest.split(None, 1)
+    if len(words) != 2:
+        raise StfError("act_prof_create_member takes PROFILE ACTION(ARG:VAL, ...)")
+    head, action, args, _ = _split_action(words[1], "act_prof_create_member") \
+        if "(" in words[1] else ("", words[1].split()[0], words[1].split()[1:], None)
+    return words[0], action, args
+
+
 _PARSERS = {
+    "act_prof_create_member": _parse_create_member,
     "packet": _parse_packet,
     "expect": _parse_expect,
     "add": _parse_add,
@@ -501,9 +526,18 @@ class StfRunner:
             priority = (priority if priority is not None else 0) + STF_PRIORITY_OFFSET
         else:
             priority = None
-        action = self._action_call(table, action_name, args)
-        if table.implementation is not None:
-            action = self._implicit_member(table.implementation, action)
+        if action_name in ("$member", "$group"):
+            if table.implementation is None:
+                raise StfError(f"{action_name} needs a table with an action profile; "
+                               f"{table.name} has none")
+            if len(args) != 1:
+                raise StfError(f"{action_name} takes one argument, e.g. {action_name}(id:0)")
+            ref = parse_number(args[0][1], action_name)
+            action = MemberRef(ref) if action_name == "$member" else GroupRef(ref)
+        else:
+            action = self._action_call(table, action_name, args)
+            if table.implementation is not None:
+                action = self._implicit_member(table.implementation, action)
         entry = table.insert(keys, action, priority)
         if entry_id:
             self.entry_ids[entry_id] = (table, entry)
@@ -517,6 +551,78 @@ class StfRunner:
             profile.insert_member(member_id, action)
             self.implicit_members[key] = member_id
         return MemberRef(member_id)
+
+    # -- action profiles (simple_switch_CLI's act_prof_* commands)
+    def _profile(self, name):
+        profiles = dict(getattr(self.pipeline, "action_profiles", None) or {})
+        for table in self.pipeline.tables.values():
+            if table.implementation is not None:
+                profiles.setdefault(table.implementation.name, table.implementation)
+        return profiles[_resolve(profiles, name, "action profile")]
+
+    def _profile_table(self, profile):
+        for table in self.pipeline.tables.values():
+            if table.implementation is profile:
+                return table
+        raise StfError(f"no table uses action profile {profile.name}")
+
+    def do_act_prof_create_member(self, cmd):
+        profile_name, action_name, args = cmd.args
+        profile = self._profile(profile_name)
+        table = self._profile_table(profile)
+        if args and not isinstance(args[0], tuple):
+            # positional arguments, as simple_switch_CLI takes them
+            action = _resolve(table.actions, action_name, "action", f" in table {table.name}")
+            params = (table.action_params or {}).get(action) or []
+            if len(params) != len(args):
+                raise StfError(f"action {action} takes {len(params)} arguments, got {len(args)}")
+            args = [(p, a) for (p, _), a in zip(params, args)]
+        call = self._action_call(table, action_name, args)
+        member_id = _smallest_free(profile.members())
+        profile.insert_member(member_id, call)
+        self.report.note(f"{self.where(cmd)}: member {member_id} of {profile.name} is {call}")
+
+    def do_act_prof_create_group(self, cmd):
+        if len(cmd.args) != 1:
+            raise StfError("act_prof_create_group takes PROFILE")
+        profile = self._profile(cmd.args[0])
+        group_id = _smallest_free(profile.groups())
+        profile.insert_group(group_id, [])
+        self.report.note(f"{self.where(cmd)}: group {group_id} of {profile.name} created")
+
+    def _membership(self, cmd):
+        if len(cmd.args) != 3:
+            raise StfError(f"{cmd.name} takes PROFILE MEMBER GROUP")
+        profile = self._profile(cmd.args[0])
+        member = parse_number(cmd.args[1], "member")
+        group = parse_number(cmd.args[2], "group")
+        groups = profile.groups()
+        if group not in groups:
+            raise StfError(f"action profile {profile.name} has no group {group}")
+        return profile, member, group, dict(groups[group])
+
+    def do_act_prof_add_member_to_group(self, cmd):
+        profile, member, group, members = self._membership(cmd)
+        if member in members:
+            raise StfError(f"member {member} is already in group {group}")
+        members[member] = 1
+        profile.modify_group(group, sorted(members.items()))
+
+    def do_act_prof_remove_member_from_group(self, cmd):
+        profile, member, group, members = self._membership(cmd)
+        if members.pop(member, None) is None:
+            raise StfError(f"member {member} is not in group {group}")
+        profile.modify_group(group, sorted(members.items()))
+
+    def do_act_prof_delete_member(self, cmd):
+        if len(cmd.args) != 2:
+            raise StfError("act_prof_delete_member takes PROFILE MEMBER")
+        self._profile(cmd.args[0]).delete_member(parse_number(cmd.args[1], "member"))
+
+    def do_act_prof_delete_group(self, cmd):
+        if len(cmd.args) != 2:
+            raise StfError("act_prof_delete_group takes PROFILE GROUP")
+        self._profile(cmd.args[0]).delete_group(parse_number(cmd.args[1], "group"))
 
     def do_setdefault(self, cmd):
         table_name, action_name, args = cmd.args
@@ -642,25 +748,35 @@ class StfRunner:
             raise StfError("register_reset takes NAME")
         self._named("registers", cmd.args[0], "register").reset()
 
+    def _with_direct(self, collection, attribute):
+        """The pipeline's externs of a kind plus the direct ones attached to tables."""
+        objects = dict(getattr(self.pipeline, collection, None) or {})
+        for table in self.pipeline.tables.values():
+            direct = getattr(table, attribute, None)
+            if direct is not None:
+                objects.setdefault(direct.name, direct)
+        return objects
+
+    def _entry_of(self, table, index_text):
+        """A direct extern's 'index': an entry handle, or the `= ID` given to an add."""
+        ident = index_text.lstrip("$")
+        if index_text.startswith("$") or ident in self.entry_ids:
+            if ident not in self.entry_ids:
+                raise StfError(f"no entry was added with id {ident}")
+            return self.entry_ids[ident][1]
+        handle = parse_number(index_text, "entry handle")
+        for entry in table.entries():
+            if entry.handle == handle:
+                return entry
+        raise StfError(f"table {table.name} has no entry with handle {handle}")
+
     def _counter_cell(self, name, index_text):
-        counters = getattr(self.pipeline, "counters", None) or {}
-        full = _resolve(counters, name, "counter")
-        counter = counters[full]
+        counters = self._with_direct("counters", "direct_counter")
+        counter = counters[_resolve(counters, name, "counter")]
         if hasattr(counter, "read"):
             index = parse_number(index_text, "index")
             return counter, index, lambda: counter.read(index)
-        # a direct counter: the index is an entry handle or an `= ID` of an add
-        table = counter.table
-        if index_text.startswith("$") or index_text in self.entry_ids:
-            _, entry = self.entry_ids.get(index_text.lstrip("$"), self.entry_ids.get(index_text, (None, None)))
-            if entry is None:
-                raise StfError(f"no entry was added with id {index_text}")
-        else:
-            handle = parse_number(index_text, "entry handle")
-            matches = [e for e in table.entries() if e.handle == handle]
-            if not matches:
-                raise StfError(f"table {table.name} has no entry with handle {handle}")
-            entry = matches[0]
+        entry = self._entry_of(counter.table, index_text)
         return counter, entry, lambda: entry.counter
 
     def do_counter_read(self, cmd):
@@ -699,7 +815,7 @@ class StfRunner:
                              f"{kind} is {actual}, expected {op} {expected}")
 
     def _meter(self, name):
-        meters = getattr(self.pipeline, "meters", None) or {}
+        meters = self._with_direct("meters", "direct_meter")
         return meters[_resolve(meters, name, "meter")]
 
     def do_meter_set_rates(self, cmd):
@@ -709,6 +825,9 @@ class StfRunner:
         rates = _parse_meter_rates(cmd.args[2:], cmd.name)
         if len(rates) != 2:
             raise StfError("meter_set_rates needs two RATE:BURST pairs (committed, peak)")
+        if not hasattr(meter, "set_rates_bmv2"):      # a direct meter: index = entry
+            self._entry_of(meter.table, cmd.args[1]).set_meter_rates_bmv2(rates)
+            return
         meter.set_rates_bmv2(parse_number(cmd.args[1], "index"), rates)
 
     def do_meter_array_set_rates(self, cmd):
@@ -718,6 +837,10 @@ class StfRunner:
         rates = _parse_meter_rates(cmd.args[1:], cmd.name)
         if len(rates) != 2:
             raise StfError("meter_array_set_rates needs two RATE:BURST pairs (committed, peak)")
+        if not hasattr(meter, "set_rates_bmv2"):
+            for entry in meter.table.entries():
+                entry.set_meter_rates_bmv2(rates)
+            return
         for i in range(meter.size):
             meter.set_rates_bmv2(i, rates)
 
@@ -725,6 +848,12 @@ class StfRunner:
         if len(cmd.args) != 2:
             raise StfError("meter_get_rates takes NAME INDEX")
         meter = self._meter(cmd.args[0])
+        if not hasattr(meter, "cells"):
+            entry = self._entry_of(meter.table, cmd.args[1])
+            rates = entry.meter.rates() if entry.meter is not None else None
+            shown = "unconfigured" if rates is None else " ".join(f"{r:g}:{b}" for r, b in rates)
+            self.report.note(f"{self.where(cmd)}: {meter.name}[entry {cmd.args[1]}] rates {shown}")
+            return
         index = parse_number(cmd.args[1], "index")
         if not 0 <= index < meter.size:
             raise StfError(f"meter {meter.name}: index {index} is out of range (size {meter.size})")
@@ -773,6 +902,13 @@ class StfRunner:
             report.note(f"PASS: {self.packets_in} packet(s) in, "
                         f"{sum(len(v) for p, v in self.received.items() if p in self.tested_ports)} "
                         "checked out")
+
+
+def _smallest_free(used):
+    n = 0
+    while n in used:
+        n += 1
+    return n
 
 
 def match_packet(pattern, exact, data):
