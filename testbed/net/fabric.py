@@ -49,7 +49,7 @@ def host_routes(clos, clos_host):
 class FabricNet:
     def __init__(self, clos, target="engine", program=None, out_dir=None, pcap=True, mtu=1500,
                  name_prefix=None, port_defaults=None, log_console=False, ledger=None,
-                 controller_options=None):
+                 controller_options=None, state_dir=None):
         if target not in TARGETS:
             raise FabricError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
         self.clos = clos
@@ -65,6 +65,7 @@ class FabricNet:
         self.controller_options = dict(controller_options or {})
         self.ledger = ledger
         self._own_ledger = ledger is None
+        self.state_dir = state_dir  # where the ledger goes (default testbed.cleanup.STATE_DIR)
         self.mn = None
         self.controller = None
         self.timings = {}
@@ -138,7 +139,7 @@ class FabricNet:
         from testbed.net.links import FabricLink, FabricIntf
 
         if self.ledger is None:
-            self.ledger = Ledger("net")
+            self.ledger = Ledger("net", state_dir=self.state_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         Mininet.inited = True  # skip Mininet's machine-wide sysctl/rlimit changes
@@ -283,6 +284,10 @@ class FabricNet:
                     pass
                 self.controller = None
             if self.mn is not None:
+                # SIGTERM to every switch process at once, then one shared deadline:
+                # stopping them one by one costs a poll timeout each.
+                from testbed.net.lifecycle import stop_processes
+                stop_processes([p for node in self.mn.switches for p in node.processes()], timeout=3.0)
                 for node in self.mn.switches:
                     try:
                         node.stop()

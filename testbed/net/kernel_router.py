@@ -108,10 +108,13 @@ class KernelRouter(RecordedNode, Node):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.captures.append(proc)
 
+    def processes(self):
+        """What stop() ends (FabricNet stops every switch's processes at once)."""
+        return list(self.captures)
+
     def stop_captures(self):
-        from testbed.net.lifecycle import stop_process
-        for proc in self.captures:
-            stop_process(proc, timeout=1.0)
+        from testbed.net.lifecycle import stop_processes
+        stop_processes(self.captures, timeout=1.0)
         self.captures = []
 
     def port_counters(self):

@@ -5,8 +5,9 @@ Three rules make that true:
 * every resource is written into the run's :class:`testbed.cleanup.Ledger` before it is
   created (a process right after it is spawned, with SIGINT/SIGTERM held back so the
   spawn and the record cannot be split) -- so `rocelab clean` can finish a killed run;
-* SIGTERM and SIGHUP become an exception (:class:`Terminated`) like Ctrl-C's
-  KeyboardInterrupt, so the ``finally`` that tears down always runs;
+* SIGTERM and SIGHUP become an exception (:class:`Terminated`), so the ``finally`` that
+  tears down always runs; it is not a KeyboardInterrupt, because the Mininet CLI treats
+  Ctrl-C as "interrupt this command" and carries on, while SIGTERM must end the run;
 * teardown kills every process still inside a host namespace we created (found by the
   namespace's inode, never by name), so a namespace cannot outlive the run.
 """
@@ -21,8 +22,16 @@ from testbed.cleanup import pid_alive
 _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived: unwind exactly like Ctrl-C does."""
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind everything and exit (status 143 / 129)."""
+
+    def __init__(self, signum):
+        super().__init__(f"received {signal.Signals(signum).name}")
+        self.signum = signum
+
+    @property
+    def exit_status(self):
+        return 128 + self.signum
 
 
 def _in_main_thread():
@@ -46,6 +55,13 @@ def signals_deferred():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def child_signal_mask():
+    """preexec_fn for processes spawned inside signals_deferred(): a child inherits the
+    blocked mask across exec, and a switch or tcpdump that cannot see SIGTERM would only
+    ever stop by SIGKILL (losing its last pcap records)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
+
+
 @contextlib.contextmanager
 def termination_as_exception():
     """Inside this block SIGTERM/SIGHUP raise :class:`Terminated` in the main thread."""
@@ -54,7 +70,7 @@ def termination_as_exception():
         return
 
     def raise_terminated(signum, _frame):
-        raise Terminated(f"received {signal.Signals(signum).name}")
+        raise Terminated(signum)
 
     previous = {s: signal.signal(s, raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
     # Ctrl-C must raise even if a caller (e.g. a test runner) changed its handler.
@@ -110,6 +126,20 @@ def stop_process(proc, timeout=2.0):
     except Exception:  # subprocess.TimeoutExpired
         _signal(pid, signal.SIGKILL)
         proc.wait()
+
+
+def stop_processes(procs, timeout=2.0):
+    """stop_process for many Popen objects at once: all get SIGTERM, then share one deadline."""
+    procs = [p for p in procs if p.poll() is None]
+    for proc in procs:
+        _signal(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0.01))
+        except Exception:  # subprocess.TimeoutExpired
+            _signal(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def kill_namespace(ns, leader=None):

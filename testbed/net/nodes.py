@@ -14,7 +14,7 @@ from pathlib import Path
 from mininet.node import Host, Switch
 
 from testbed.clos import CPU_PORT
-from testbed.net.lifecycle import kill_namespace, netns_id, signals_deferred, stop_process
+from testbed.net.lifecycle import child_signal_mask, kill_namespace, netns_id, signals_deferred, stop_process
 
 ROCE_UDP_PORT = 4791
 
@@ -32,6 +32,7 @@ class RecordedNode:
         self.ns = netns_id(self.pid)
 
     def _popen(self, cmd, **params):
+        params.setdefault("preexec_fn", child_signal_mask)
         with signals_deferred():
             proc = super()._popen(cmd, **params)
             if self.ledger is not None:
@@ -161,7 +162,8 @@ class P4Switch(RecordedNode, Switch):
             log.flush()
             # Own session: a Ctrl-C at the terminal reaches us, and we stop it in order.
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True, env=self.launch_env())
+                                         start_new_session=True, env=self.launch_env(),
+                                         preexec_fn=child_signal_mask)
             if self.ledger is not None:
                 self.ledger.add("pid", self.proc.pid, node=self.name, role="switch")
 
@@ -204,6 +206,10 @@ class P4Switch(RecordedNode, Switch):
         except OSError:
             pass
         return 0
+
+    def processes(self):
+        """What stop() ends (FabricNet stops every switch's processes at once)."""
+        return [self.proc] if self.proc is not None else []
 
     def stop(self, deleteIntfs=True):
         if self.proc is not None:

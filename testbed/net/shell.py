@@ -5,7 +5,8 @@
 
 Exit status: 0 when booted (and, with --test pingall, 0% loss, like `mn --test`);
 1 when a test failed or a switch did not start; 2 for bad arguments or a machine that
-cannot run it; 130 after Ctrl-C. Everything created is torn down in every case.
+cannot run it; 130 after Ctrl-C (outside the CLI: in it, Ctrl-C interrupts the command,
+as in Mininet), 143 after SIGTERM. Everything created is torn down in every case.
 """
 import argparse
 import os
@@ -44,6 +45,7 @@ def main(argv=None, prog="clos.py", description=__doc__, **shape_defaults):
         return status
     from testbed import REPO_ROOT
     from testbed.net.fabric import FabricError, FabricNet
+    from testbed.net.lifecycle import Terminated
     from testbed.net.nodes import SwitchStartError
 
     out = args.out or str(REPO_ROOT / "runs" / time.strftime("topo-%Y%m%d-%H%M%S"))
@@ -76,3 +78,6 @@ def main(argv=None, prog="clos.py", description=__doc__, **shape_defaults):
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; torn down", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print(f"{prog}: {exc}; torn down", file=sys.stderr)
+        return exc.exit_status
