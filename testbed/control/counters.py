@@ -1,0 +1,125 @@
+"""Counter reads: which cells to ask a switch for, and the plain dicts they become.
+
+read_counters() answers, per switch:
+
+    {"switch": "leaf1", "role": "leaf",
+     "ports": {port: {priority: {"rx_packets", "rx_bytes", "tx_packets", "tx_bytes",
+                                 "drop_packets", "drop_bytes", "ecn_marks", "pfc_tx", "pfc_rx"}}},
+     "port_totals": {port: {same keys, summed over priorities}},
+     "drops": {"no_route": n, "ttl_expired": n, ...},
+     "ecmp_members": [{"group", "member", "port", "packets", "bytes"}],
+     "te_overrides": [{"ingress_port", "dst_prefix", "egress_port", "packets", "bytes"}],
+     "demands": [{"ingress_port", "dst_prefix", "route_id", "packets", "bytes"}],  # non-zero only
+     "punted": {"pfc": n, "mac_control": n}}     # packet-ins this controller received
+
+Ports are the switch's front-panel ports plus the CPU port (510). Only the cells that
+can be non-zero are read (ports x 8 priorities), never whole 4096-cell arrays.
+"""
+from p4.v1 import p4runtime_pb2
+
+from testbed.control import program_names as N
+from testbed.control.p4runtime_io import decode
+
+# counter name, its packets field, its bytes field (None: a packets-only counter)
+PORT_PRIO_COUNTERS = (
+    (N.RX_PORT_PRIO, "rx_packets", "rx_bytes"),
+    (N.TX_PORT_PRIO, "tx_packets", "tx_bytes"),
+    (N.DROP_PORT_PRIO, "drop_packets", "drop_bytes"),
+    (N.ECN_MARK_PORT_PRIO, "ecn_marks", None),
+    (N.PFC_TX_PORT_PRIO, "pfc_tx", None),
+    (N.PFC_RX_PORT_PRIO, "pfc_rx", None),
+)
+FIELDS = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drop_packets", "drop_bytes",
+          "ecn_marks", "pfc_tx", "pfc_rx")
+
+
+def _counter_entity(counter_id, index):
+    entity = p4runtime_pb2.Entity()
+    entity.counter_entry.counter_id = counter_id
+    entity.counter_entry.index.index = index
+    return entity
+
+
+def _direct_entity(table_id):
+    entity = p4runtime_pb2.Entity()
+    entity.direct_counter_entry.table_entry.table_id = table_id
+    return entity
+
+
+def read_switch(conn, switch, switch_routes, punted=None):
+    """Everything read_counters() reports for one switch, in one Read RPC."""
+    info = conn.info()
+    ports = sorted(switch.ports) + [N.CPU_PORT]
+    ids = {name: info.get("counters", name).preamble.id for name, _, _ in PORT_PRIO_COUNTERS}
+    by_id = {ids[name]: (name, pkts, nbytes) for name, pkts, nbytes in PORT_PRIO_COUNTERS}
+    drop_id = info.get("counters", N.DROP_REASON_COUNTER).preamble.id
+    demand_id = info.get("counters", N.DEMAND_BYTES).preamble.id
+    entities = [_counter_entity(cid, N.port_prio(p, q)) for cid in ids.values() for p in ports for q in range(8)]
+    entities += [_counter_entity(drop_id, reason) for reason in N.DROP_REASONS]
+    routes = switch_routes.by_route_id()
+    demand_cells = {N.demand_index(p, rid): (p, rid) for p in sorted(switch.ports) if p <= N.MAX_PORT
+                    for rid in routes}
+    entities += [_counter_entity(demand_id, index) for index in demand_cells]
+    entities.append(_direct_entity(info.get("tables", N.ECMP_MEMBER).preamble.id))
+    entities.append(_direct_entity(info.get("tables", N.TE_OVERRIDE).preamble.id))
+
+    result = {"switch": switch.name, "role": switch.role,
+              "ports": {p: {q: dict.fromkeys(FIELDS, 0) for q in range(8)} for p in ports},
+              "drops": {name: 0 for name in N.DROP_REASONS.values()},
+              "ecmp_members": [], "te_overrides": [], "demands": [],
+              "punted": dict(punted or {"pfc": 0, "mac_control": 0})}
+    for entity in conn.read(entities):
+        kind = entity.WhichOneof("entity")
+        if kind == "counter_entry":
+            c = entity.counter_entry
+            index, data = c.index.index, c.data
+            if c.counter_id in by_id:
+                _, pkts, nbytes = by_id[c.counter_id]
+                cell = result["ports"].get(index >> 3, {}).get(index & 7)
+                if cell is not None:
+                    cell[pkts] = data.packet_count
+                    if nbytes:
+                        cell[nbytes] = data.byte_count
+            elif c.counter_id == drop_id:
+                result["drops"][N.DROP_REASONS.get(index, str(index))] = data.packet_count
+            elif c.counter_id == demand_id and index in demand_cells and (data.packet_count or data.byte_count):
+                port, rid = demand_cells[index]
+                result["demands"].append({"ingress_port": port, "dst_prefix": routes[rid].prefix, "route_id": rid,
+                                          "packets": data.packet_count, "bytes": data.byte_count})
+        elif kind == "direct_counter_entry":
+            d = entity.direct_counter_entry
+            entry = info.entry_from(d.table_entry)
+            values = dict(entry.params)
+            if entry.table == info.canonical("tables", N.ECMP_MEMBER):
+                result["ecmp_members"].append({"group": entry.match[0][1], "member": entry.match[1][1],
+                                               "port": values.get("port"), "packets": d.data.packet_count,
+                                               "bytes": d.data.byte_count})
+            else:
+                rid = entry.match[1][1]
+                route = routes.get(rid)
+                result["te_overrides"].append({"ingress_port": entry.match[0][1],
+                                               "dst_prefix": route.prefix if route else f"route {rid}",
+                                               "route_id": rid, "egress_port": values.get("port"),
+                                               "packets": d.data.packet_count, "bytes": d.data.byte_count})
+    result["ecmp_members"].sort(key=lambda m: (m["group"], m["member"]))
+    result["te_overrides"].sort(key=lambda t: (t["ingress_port"], t["route_id"]))
+    result["port_totals"] = {p: {f: sum(prios[q][f] for q in prios) for f in FIELDS}
+                             for p, prios in result["ports"].items()}
+    return result
+
+
+def read_registers(conn, name, indices):
+    """{index: value} of register `name` at `indices`."""
+    info = conn.info()
+    rid = info.get("registers", name).preamble.id
+    entities = []
+    for index in indices:
+        entity = p4runtime_pb2.Entity()
+        entity.register_entry.register_id = rid
+        entity.register_entry.index.index = index
+        entities.append(entity)
+    out = {}
+    for entity in conn.read(entities):
+        r = entity.register_entry
+        out[r.index.index] = decode(r.data.bitstring) if r.data.HasField("bitstring") else 0
+    return out
