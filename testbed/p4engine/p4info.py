@@ -1,0 +1,443 @@
+"""P4Info for a compiled program: what P4Runtime clients see of it, as p4c-bm2-ss would write it.
+
+`build_p4info(compiled)` reads the compiler's metadata (testbed/p4engine/compiler.py:
+`Compiled.tables/actions/externs/digests/controller_headers`) and returns a
+`p4.config.v1.p4info_pb2.P4Info`. Ids follow the P4Runtime spec and p4c:
+
+* an object's id is `prefix << 24 | low 24 bits`, the prefix naming its resource type
+  (P4Ids.Prefix: actions 0x01, tables 0x02, counters 0x12, ...);
+* `@id(N)` is honoured (the prefix is added if N has none; a wrong prefix is an error);
+* otherwise the low bits are the Jenkins one-at-a-time hash of the fully qualified name,
+  names taken in sorted order and collisions resolved by probing upwards, as p4c does —
+  so the ids are deterministic and equal p4c's for the same names;
+* match fields, action parameters and packet-metadata fields are numbered 1, 2, ... in
+  declaration order, skipping numbers taken by `@id` on a sibling.
+
+Objects annotated `@hidden` are left out. The preamble alias is the shortest '.'-suffix of
+the name that no other control-plane name shares, as p4c computes it.
+"""
+from collections import OrderedDict
+
+from p4.config.v1 import p4info_pb2
+
+from .errors import P4Error
+
+PREFIX = p4info_pb2.P4Ids
+MATCH_TYPES = {
+    "exact": p4info_pb2.MatchField.EXACT,
+    "lpm": p4info_pb2.MatchField.LPM,
+    "ternary": p4info_pb2.MatchField.TERNARY,
+    "range": p4info_pb2.MatchField.RANGE,
+    "optional": p4info_pb2.MatchField.OPTIONAL,
+}
+COUNTER_UNITS = {
+    "packets": p4info_pb2.CounterSpec.PACKETS,
+    "bytes": p4info_pb2.CounterSpec.BYTES,
+    "packets_and_bytes": p4info_pb2.CounterSpec.BOTH,
+}
+METER_UNITS = {"packets": p4info_pb2.MeterSpec.PACKETS, "bytes": p4info_pb2.MeterSpec.BYTES}
+
+
+def jenkins_hash(name):
+    """Bob Jenkins' one-at-a-time hash over the name's bytes (what p4c hashes names with)."""
+    h = 0
+    for byte in name.encode():
+        h = (h + byte) & 0xFFFFFFFF
+        h = (h + (h << 10)) & 0xFFFFFFFF
+        h ^= h >> 6
+    h = (h + (h << 3)) & 0xFFFFFFFF
+    h ^= h >> 11
+    h = (h + (h << 15)) & 0xFFFFFFFF
+    return h
+
+
+# ------------------------------------------------------------------ annotations
+def _annotation(annos, name):
+    for a in annos or ():
+        if getattr(a, "name", None) == name:
+            return a
+    return None
+
+
+def _annotation_int(annos, name):
+    a = _annotation(annos, name)
+    if a is None:
+        return None
+    for arg in a.args or ():
+        value = getattr(arg, "value", None)
+        if getattr(arg, "kind", None) == "int" and isinstance(value, int):
+            return value
+    raise P4Error(f"@{name} needs an integer argument", getattr(a, "loc", None))
+
+
+def _hidden(annos):
+    return _annotation(annos, "hidden") is not None
+
+
+# ------------------------------------------------------------------ ids
+class IdAllocator:
+    """Object ids per resource type: @id first (in the order given), then hashed names."""
+
+    def __init__(self):
+        self.symbols = OrderedDict()    # (prefix, name) -> id or None (to be hashed)
+        self.assigned = set()
+        self.where = {}
+
+    def add(self, prefix, name, annos=None, loc=None):
+        key = (prefix, name)
+        if key in self.symbols:
+            return
+        explicit = _annotation_int(annos, "id")
+        if explicit is not None:
+            type_bits = prefix << 24
+            if explicit >> 24 and explicit & 0xFF000000 != type_bits:
+                raise P4Error(f"{name}: @id 0x{explicit:08x} has the wrong 8-bit prefix "
+                              f"(0x{prefix:02x} expected for this kind of object)", loc)
+            explicit |= type_bits
+            if explicit in self.assigned:
+                raise P4Error(f"{name}: @id 0x{explicit:08x} is also given to {self.where[explicit]}", loc)
+            self.assigned.add(explicit)
+            self.where[explicit] = name
+        self.symbols[key] = explicit
+
+    def assign(self):
+        pending = sorted(key for key, value in self.symbols.items() if value is None)
+        for prefix, name in pending:
+            low = jenkins_hash(name)
+            for step in range(1 << 24):
+                candidate = (prefix << 24) | ((low + step) & 0xFFFFFF)
+                if candidate not in self.assigned:
+                    break
+            else:   # pragma: no cover - 16M objects of one kind
+                raise P4Error(f"no P4Runtime id left for {name}")
+            self.assigned.add(candidate)
+            self.symbols[(prefix, name)] = candidate
+
+    def __getitem__(self, key):
+        return self.symbols[key]
+
+
+def field_ids(annotated):
+    """Ids for fields/params: @id where given, else 1, 2, ... skipping ids already used."""
+    ids = [None] * len(annotated)
+    used = set()
+    for i, annos in enumerate(annotated):
+        explicit = _annotation_int(annos, "id")
+        if explicit is not None:
+            if explicit == 0:
+                raise P4Error("0 is not a valid @id for a field or parameter")
+            if explicit in used:
+                raise P4Error(f"@id {explicit} is used twice among the fields of one object")
+            ids[i] = explicit
+            used.add(explicit)
+    index = 1
+    for i in range(len(ids)):
+        if ids[i] is not None:
+            index += 1
+            continue
+        while index in used:
+            index += 1
+        ids[i] = index
+        used.add(index)
+    return ids
+
+
+def shortest_unique_suffixes(names):
+    """name -> its shortest '.'-separated suffix that no other name ends with (p4c's alias)."""
+    counts = {}
+    unique = set(names)
+    for name in unique:
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):
+            suffix = tuple(parts[-k:])
+            counts[suffix] = counts.get(suffix, 0) + 1
+    aliases = {}
+    for name in unique:
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):
+            if counts[tuple(parts[-k:])] < 2:
+                break
+        aliases[name] = ".".join(parts[-k:])
+    return aliases
+
+
+# ------------------------------------------------------------------ building
+class _Builder:
+    def __init__(self, compiled):
+        self.c = compiled
+        self.ids = IdAllocator()
+        self.p4info = p4info_pb2.P4Info()
+        self.tables = [t for t in compiled.tables.values() if not _hidden(t.annos)]
+        self.actions = self._visible_actions()
+        self.externs = list(compiled.externs.values())
+        self.digests = list(getattr(compiled, "digests", {}).values())
+        self.headers = [h for h in getattr(compiled, "controller_headers", []) if not _hidden(h[2])]
+        self.table_of = {}     # extern name -> [table names] using it (implementation / direct)
+        for t in self.tables:
+            for ext in (t.implementation, t.direct_counter, t.direct_meter):
+                if ext is not None:
+                    self.table_of.setdefault(ext.name, []).append(t.name)
+
+    def _visible_actions(self):
+        """Actions a controller can name. Like p4c after its unused-declaration pass, a
+        library action (core.p4's NoAction) only appears if some table lists it."""
+        listed = {a.name for t in self.c.tables.values() for a, _ in t.actions}
+        out = []
+        for a in self.c.actions.values():
+            if _hidden(a.annos):
+                continue
+            if a.name not in listed and _from_library(a):
+                continue
+            out.append(a)
+        return out
+
+    # -- symbols
+    def collect(self):
+        add = self.ids.add
+        for a in self.actions:
+            add(PREFIX.ACTION, a.name, a.annos, _loc(a))
+        for t in self.tables:
+            add(PREFIX.TABLE, t.name, t.annos, _loc(t))
+        for e in self.externs:
+            prefix = self._extern_prefix(e)
+            if prefix is not None:
+                add(prefix, e.name, e.annos, e.loc)
+        for d in self.digests:
+            add(PREFIX.DIGEST, d.name, getattr(d, "annos", None))
+        for name, htype, annos in self.headers:
+            add(PREFIX.CONTROLLER_HEADER, htype.name, annos)
+        self.ids.assign()
+        self.aliases = shortest_unique_suffixes([name for _, name in self.ids.symbols])
+
+    def _extern_prefix(self, e):
+        kind = e.type_name
+        if kind in ("action_profile", "action_selector"):
+            return PREFIX.ACTION_PROFILE
+        if kind == "counter":
+            return PREFIX.COUNTER
+        if kind == "meter":
+            return PREFIX.METER
+        if kind == "register":
+            return PREFIX.REGISTER
+        if kind == "direct_counter" and e.name in self.table_of:
+            return PREFIX.DIRECT_COUNTER
+        if kind == "direct_meter" and e.name in self.table_of:
+            return PREFIX.DIRECT_METER
+        return None
+
+    def preamble(self, msg, prefix, name, shown_name=None, alias=None):
+        msg.preamble.id = self.ids[(prefix, name)]
+        msg.preamble.name = shown_name or name
+        msg.preamble.alias = alias or self.aliases[name]
+
+    # -- objects
+    def build(self):
+        self.collect()
+        p = self.p4info
+        p.pkg_info.arch = "v1model"
+        for t in self.tables:
+            self.table(p.tables.add(), t)
+        for a in self.actions:
+            self.action(p.actions.add(), a)
+        for e in self.externs:
+            getattr(self, "extern_" + e.type_name, lambda msg, e: None)(p, e)
+        for d in self.digests:
+            self.digest(p, d)
+        for name, htype, annos in self.headers:
+            self.controller_header(p.controller_packet_metadata.add(), name, htype)
+        return p
+
+    def table(self, msg, t):
+        self.preamble(msg, PREFIX.TABLE, t.name)
+        key_annos = _key_annotations(t)
+        for (name, kind, width, *_), mf_id in zip(t.keys, field_ids(key_annos)):
+            mf = msg.match_fields.add(id=mf_id, name=name, bitwidth=width)
+            if kind in MATCH_TYPES:
+                mf.match_type = MATCH_TYPES[kind]
+            else:
+                mf.other_match_type = kind
+        for action, annos in t.actions:
+            if _hidden(action.annos):
+                continue
+            ref = msg.action_refs.add(id=self.ids[(PREFIX.ACTION, action.name)])
+            table_only = _annotation(annos, "tableonly") is not None
+            default_only = _annotation(annos, "defaultonly") is not None
+            if table_only and default_only:
+                raise P4Error(f"table {t.name}: action {action.name} is both @tableonly and @defaultonly",
+                              _loc(t))
+            if table_only:
+                ref.scope = p4info_pb2.ActionRef.TABLE_ONLY
+                ref.annotations.append("@tableonly")
+            elif default_only:
+                ref.scope = p4info_pb2.ActionRef.DEFAULT_ONLY
+                ref.annotations.append("@defaultonly")
+        default = t.default_action
+        if default is not None and default[0] is not None and not _hidden(default[0].annos):
+            action, args = default
+            action_id = self.ids[(PREFIX.ACTION, action.name)]
+            if t.const_default:
+                msg.const_default_action_id = action_id
+            msg.initial_default_action.action_id = action_id
+            params = action.runtime_params
+            for (param, width), param_id in zip(params, field_ids(_param_annotations(action))):
+                if param in args:
+                    msg.initial_default_action.arguments.add(
+                        param_id=param_id, value=_encode(args[param], width))
+        if t.implementation is not None:
+            msg.implementation_id = self.ids[(PREFIX.ACTION_PROFILE, t.implementation.name)]
+        if t.direct_counter is not None:
+            msg.direct_resource_ids.append(self.ids[(PREFIX.DIRECT_COUNTER, t.direct_counter.name)])
+        if t.direct_meter is not None:
+            msg.direct_resource_ids.append(self.ids[(PREFIX.DIRECT_METER, t.direct_meter.name)])
+        msg.size = t.size
+        msg.idle_timeout_behavior = (p4info_pb2.Table.NOTIFY_CONTROL if getattr(t, "idle_timeout", False)
+                                     else p4info_pb2.Table.NO_TIMEOUT)
+        entries = _entries_property(t)
+        if entries is not None:
+            msg.is_const_table = bool(entries.const)
+            msg.has_initial_entries = bool(entries.entries)
+        elif t.const_entries:
+            msg.is_const_table = msg.has_initial_entries = True
+
+    def action(self, msg, a):
+        self.preamble(msg, PREFIX.ACTION, a.name)
+        for (param, width), param_id in zip(a.runtime_params, field_ids(_param_annotations(a))):
+            msg.params.add(id=param_id, name=param, bitwidth=width)
+
+    def _profile(self, p, e, with_selector):
+        msg = p.action_profiles.add()
+        self.preamble(msg, PREFIX.ACTION_PROFILE, e.name)
+        for table in self.table_of.get(e.name, []):
+            msg.table_ids.append(self.ids[(PREFIX.TABLE, table)])
+        msg.with_selector = with_selector
+        msg.size = e.size
+        max_group = _annotation_int(e.annos, "max_group_size")
+        if max_group is not None:
+            msg.max_group_size = max_group
+
+    def extern_action_profile(self, p, e):
+        self._profile(p, e, False)
+
+    def extern_action_selector(self, p, e):
+        self._profile(p, e, True)
+
+    def extern_counter(self, p, e):
+        msg = p.counters.add()
+        self.preamble(msg, PREFIX.COUNTER, e.name)
+        msg.spec.unit = _unit(COUNTER_UNITS, e, "counter")
+        msg.size = e.size
+
+    def extern_direct_counter(self, p, e):
+        if e.name not in self.table_of:
+            return
+        msg = p.direct_counters.add()
+        self.preamble(msg, PREFIX.DIRECT_COUNTER, e.name)
+        msg.spec.unit = _unit(COUNTER_UNITS, e, "direct_counter")
+        msg.direct_table_id = self.ids[(PREFIX.TABLE, self.table_of[e.name][0])]
+
+    def extern_meter(self, p, e):
+        msg = p.meters.add()
+        self.preamble(msg, PREFIX.METER, e.name)
+        msg.spec.unit = _unit(METER_UNITS, e, "meter")
+        msg.size = e.size
+
+    def extern_direct_meter(self, p, e):
+        if e.name not in self.table_of:
+            return
+        msg = p.direct_meters.add()
+        self.preamble(msg, PREFIX.DIRECT_METER, e.name)
+        msg.spec.unit = _unit(METER_UNITS, e, "direct_meter")
+        msg.direct_table_id = self.ids[(PREFIX.TABLE, self.table_of[e.name][0])]
+
+    def extern_register(self, p, e):
+        msg = p.registers.add()
+        self.preamble(msg, PREFIX.REGISTER, e.name)
+        signed = getattr(e.obj, "signed", False)
+        bits = msg.type_spec.bitstring.int if signed else msg.type_spec.bitstring.bit
+        bits.bitwidth = e.width
+        msg.size = e.size
+
+    def digest(self, p, d):
+        msg = p.digests.add()
+        self.preamble(msg, PREFIX.DIGEST, d.name)
+        msg.type_spec.struct.name = d.name
+        struct = p.type_info.structs[d.name]
+        for field, width in d.fields:
+            struct.members.add(name=field).type_spec.bitstring.bit.bitwidth = width
+
+    def controller_header(self, msg, name, htype):
+        # The preamble shows the @controller_header name; the id hashes the type's name (p4c).
+        self.preamble(msg, PREFIX.CONTROLLER_HEADER, htype.name, shown_name=name, alias=name)
+        annos = [htype.field_annos.get(f) for f, _ in htype.fields]
+        for (field, ftype), field_id, fannos in zip(htype.fields, field_ids(annos), annos):
+            if _hidden(fannos):
+                continue
+            msg.metadata.add(id=field_id, name=field, bitwidth=ftype.width)
+
+
+def _from_library(action):
+    loc = getattr(getattr(action, "decl", None), "loc", None)
+    return loc is not None and str(loc.file).endswith(("core.p4", "v1model.p4"))
+
+
+def _loc(info):
+    return getattr(getattr(info, "decl", None), "loc", None)
+
+
+def _key_annotations(t):
+    decl = getattr(t, "decl", None)
+    for prop in getattr(decl, "props", None) or ():
+        if prop.kind == "tp_key":
+            elems = [k for k in prop.keys if k.match_kind != "selector"]
+            if len(elems) == len(t.keys):
+                return [k.annos for k in elems]
+    return [None] * len(t.keys)
+
+
+def _param_annotations(action):
+    decl = getattr(action, "decl", None)
+    params = [p for p in getattr(decl, "params", None) or () if p.direction is None]
+    if len(params) == len(action.runtime_params):
+        return [p.annos for p in params]
+    return [None] * len(action.runtime_params)
+
+
+def _entries_property(t):
+    decl = getattr(t, "decl", None)
+    for prop in getattr(decl, "props", None) or ():
+        if prop.kind == "tp_entries":
+            return prop
+    return None
+
+
+def _unit(units, e, what):
+    kind = e.kind_arg
+    if kind not in units:
+        raise P4Error(f"{what} {e.name}: unknown unit {kind!r} (expected {', '.join(units)})", e.loc)
+    return units[kind]
+
+
+def _encode(value, width):
+    return value.to_bytes(max(1, (max(width, 1) + 7) // 8), "big")
+
+
+def build_p4info(compiled):
+    """The P4Info (p4.config.v1.p4info_pb2.P4Info) of a compiled program."""
+    return _Builder(compiled).build()
+
+
+# ------------------------------------------------------------------ serialisation
+FORMATS = ("text", "binary", "json")
+
+
+def serialize(p4info, fmt="text"):
+    """P4Info as bytes in p4c's --p4runtime-files formats (text protobuf, binary, JSON)."""
+    if fmt == "text":
+        from google.protobuf import text_format
+        return text_format.MessageToString(p4info).encode()
+    if fmt == "binary":
+        return p4info.SerializeToString()
+    if fmt == "json":
+        from google.protobuf import json_format
+        return (json_format.MessageToJson(p4info, preserving_proto_field_name=False) + "\n").encode()
+    raise ValueError(f"unknown P4Info format {fmt!r} (expected {', '.join(FORMATS)})")
