@@ -8,7 +8,8 @@ import pytest
 from testbed.clos import ClosSpec, build
 from testbed.te.collector import OperstateWatcher
 from testbed.te.engine import DemandKey
-from testbed.te.programmer import DryRunProgrammer, Override, ProcessProgrammer, normalize_counters
+from testbed.te.programmer import (DryRunProgrammer, Override, ProcessProgrammer, ProgrammerError,
+                                   normalize_counters)
 from testbed.te.service import TEService
 from testbed.te.topology import FabricError
 
@@ -107,6 +108,7 @@ def test_manual_override_is_pinned_suspended_on_failure_and_restored(svc):
     (("leaf1", 1, "10.1.1.0/24", 3), "local to leaf1"),
     (("leaf1", 1, "10.1.3.7/24", 3), "bad destination prefix"),
     (("leaf1", 1, "172.16.0.0/16", 3), "not inside any leaf's subnet"),
+    (("leaf1", 1, "10.1.3.7/32", 3), "not a leaf subnet"),  # the switches key on subnet routes
     (("leaf1", 1, L3, 1), "not an uplink"),
     (("leaf1", "x", L3, 3), "ingress_port must be a port number"),
 ])
@@ -120,6 +122,69 @@ def test_manual_override_onto_a_dead_path_is_refused(svc):
     svc.link_event("spine2", 3, up=False)
     with pytest.raises(FabricError, match="no working path"):
         svc.add_manual("leaf1", 1, L3, 4)
+
+
+def test_unreachable_switch_is_taken_down_until_its_counters_read_again(svc):
+    svc.add_hint("leaf1", 1, L3, 6)
+    svc.add_hint("leaf1", 2, L3, 6)
+    svc.optimize()
+    assert sorted(installed(svc).values()) == [3, 4]
+    svc.programmer.feed(unreachable={"spine2": "UNAVAILABLE: connection refused"})
+    run = svc.optimize()
+    # the override through spine2 went as soon as the read failed; both now share spine1
+    assert installed(svc) == {("leaf1", 1, L3): 3, ("leaf1", 2, L3): 3}
+    assert run["over_capacity"]
+    status = svc.status()
+    assert status["unreachable_switches"] == ["spine2"] and status["down_switches"] == ["spine2"]
+    assert any(e["event"] == "switch_unreachable" for e in status["events"])
+    svc.programmer.feed()
+    svc.optimize()
+    assert sorted(installed(svc).values()) == [3, 4] and svc.status()["down_switches"] == []
+
+
+class RefusingProgrammer(DryRunProgrammer):
+    """Refuses the next `refuse` writes of one kind, as a busy or broken switch would."""
+
+    def __init__(self):
+        super().__init__()
+        self.refuse = {"add": 0, "remove": 0}
+
+    def _maybe_refuse(self, op):
+        if self.refuse[op]:
+            self.refuse[op] -= 1
+            raise ProgrammerError(f"leaf1: {op} refused (test)")
+
+    def add(self, override):
+        self._maybe_refuse("add")
+        super().add(override)
+
+    def remove(self, override):
+        self._maybe_refuse("remove")
+        super().remove(override)
+
+
+def test_a_refused_removal_is_retried_on_the_next_run(clos):
+    svc = TEService(clos, RefusingProgrammer(), watch_operstate=False)
+    svc.add_hint("leaf1", 1, L3, 4)
+    svc.optimize()
+    uplink = installed(svc)[("leaf1", 1, L3)]
+    svc.programmer.refuse["remove"] = 1
+    result = svc.link_event("leaf1", uplink, up=False)
+    assert len(result["withdrawn"]) == 1  # withdrawn from the plan at once...
+    assert installed(svc)[("leaf1", 1, L3)] == uplink  # ...but the switch still holds it
+    assert svc.status()["removals_pending"] == [Override("leaf1", 1, L3, uplink).as_dict()]
+    svc.remove_hint("leaf1", 1, L3)
+    svc.remembered.clear()
+    svc.optimize()
+    assert installed(svc) == {} and svc.status()["removals_pending"] == []
+
+
+def test_a_refused_manual_override_leaves_no_trace(clos):
+    svc = TEService(clos, RefusingProgrammer(), watch_operstate=False)
+    svc.programmer.refuse["add"] = 1
+    with pytest.raises(ProgrammerError, match="refused"):
+        svc.add_manual("leaf1", 1, L3, 3)
+    assert svc.manual == {} and svc.placements() == {"placements": [], "suspended_manual": []}
 
 
 def test_traffic_matrix_from_counters_and_memory_after_withdrawal(svc):
@@ -233,3 +298,17 @@ def test_tick_runs_only_when_the_interval_is_up(svc):
     assert svc.tick() is None
     time.sleep(0.35)
     assert svc.tick()["reason"] == "interval" and svc.runs == 2
+
+
+def test_fabric_programmer_reports_a_dead_switch_instead_of_failing_the_read(clos):
+    from testbed.te.programmer import FabricProgrammer
+
+    class Controller:  # the slice of FabricController the programmer reads counters through
+        def read_counters(self, switch):
+            if switch == "spine1":
+                raise ConnectionError("spine1: UNAVAILABLE")
+            return {switch: {"port_totals": {1: {"tx_bytes": 10}}, "demands": []}}
+
+    sample = FabricProgrammer(clos, controller=Controller()).read_counters()
+    assert sample.unreachable == {"spine1": "ConnectionError: spine1: UNAVAILABLE"}
+    assert sample.port_tx_bytes == {(name, 1): 10 for name in clos.switches if name != "spine1"}

@@ -25,6 +25,7 @@ class CounterSample:
     at: float  # time.monotonic() of the read
     port_tx_bytes: Dict[Tuple[str, int], int] = field(default_factory=dict)
     demand_bytes: Dict[DemandKey, int] = field(default_factory=dict)
+    unreachable: Dict[str, str] = field(default_factory=dict)  # switch -> why its read failed
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class ProgrammerError(RuntimeError):
 
 
 class OverrideProgrammer:
-    def add(self, override: Override): raise NotImplementedError
+    def add(self, override: Override): raise NotImplementedError  # replaces the same key's entry
     def remove(self, override: Override): raise NotImplementedError
     def installed(self): raise NotImplementedError  # -> list[Override] as the switches hold them
     def read_counters(self) -> CounterSample: raise NotImplementedError
@@ -78,11 +79,13 @@ class DryRunProgrammer(OverrideProgrammer):
     def installed(self):
         return list(self.entries.values())
 
-    def feed(self, port_tx_bytes=None, demand_bytes=None):
-        self._sample = CounterSample(time.monotonic(), dict(port_tx_bytes or {}), dict(demand_bytes or {}))
+    def feed(self, port_tx_bytes=None, demand_bytes=None, unreachable=None):
+        self._sample = CounterSample(time.monotonic(), dict(port_tx_bytes or {}), dict(demand_bytes or {}),
+                                     dict(unreachable or {}))
 
     def read_counters(self):
-        return CounterSample(time.monotonic(), dict(self._sample.port_tx_bytes), dict(self._sample.demand_bytes))
+        s = self._sample
+        return CounterSample(time.monotonic(), dict(s.port_tx_bytes), dict(s.demand_bytes), dict(s.unreachable))
 
 
 class ProcessProgrammer(OverrideProgrammer):
@@ -165,8 +168,16 @@ class FabricProgrammer(OverrideProgrammer):
         return [_override_from(entry) for entry in _iter_entries(self.controller.te_overrides())]
 
     def read_counters(self):
-        raw = self.controller.read_counters()
-        return normalize_counters(raw, time.monotonic())
+        """One switch at a time, so that a dead switch is reported instead of failing the read."""
+        raw, unreachable = {}, {}
+        for name in self.clos.switches:
+            try:
+                raw.update(self.controller.read_counters(name))
+            except Exception as exc:
+                unreachable[name] = f"{type(exc).__name__}: {exc}"
+        sample = normalize_counters(raw, time.monotonic())
+        sample.unreachable = unreachable
+        return sample
 
     def close(self):
         close = getattr(self.controller, "close", None)

@@ -10,7 +10,14 @@ switch failure every installed override whose path crosses the failure is remove
 once, so the switches' default ECMP routes carry its traffic; CSPF ones are placed
 again on the next run (their demand is remembered for a few intervals even though the
 removed entry no longer counts it), manual ones come back when their path is up.
+
+Failures come from the testbed (REST link/switch events, interface operstate) and from
+the switches themselves: a switch whose counters cannot be read is taken as down until
+a read succeeds again. An override that a live switch refused to remove is retried at
+the start of every run; one on a switch that is down is simply forgotten (a switch
+that restarts comes back without it).
 """
+import ipaddress
 import threading
 import time
 from collections import deque
@@ -48,6 +55,8 @@ class TEService:
         self.active: Dict[DemandKey, Active] = {}
         self.manual: Dict[DemandKey, Override] = {}
         self.remembered: Dict[DemandKey, tuple] = {}  # key -> (rate, monotonic time seen)
+        self.stale: Dict[DemandKey, Override] = {}  # withdrawn here, but the switch refused
+        self.unreachable = set()  # switches taken down because their counters could not be read
         self.plan = None
         self.runs = 0
         self.last_run: Optional[dict] = None
@@ -82,8 +91,13 @@ class TEService:
         dst_leaf = self.graph.leaf_for_prefix(str(dst_prefix))
         if dst_leaf == leaf:
             raise FabricError(f"{dst_prefix} is local to {leaf}: its traffic never takes an uplink")
-        import ipaddress
-        return DemandKey(leaf, ingress_port, str(ipaddress.ip_network(str(dst_prefix)))), dst_leaf
+        subnet = self.clos.switches[dst_leaf].subnet
+        if ipaddress.ip_network(str(dst_prefix)) != ipaddress.ip_network(subnet):
+            # the switches key overrides and demand counters on the route a packet matched,
+            # and on a source leaf that is the destination leaf's subnet route
+            raise FabricError(f"{dst_prefix} is not a leaf subnet: overrides match whole leaf "
+                              f"subnets ({dst_prefix} is inside {dst_leaf}'s {subnet})")
+        return DemandKey(leaf, ingress_port, subnet), dst_leaf
 
     def _path(self, override):
         return self.graph.path_fractions(override.leaf, override.egress_port,
@@ -94,22 +108,37 @@ class TEService:
         if old and old.override == override:
             old.origin, old.rate_mbps = origin, rate
             return False
-        if old:
-            self.programmer.remove(old.override)
-            del self.active[override.key]
-        self.programmer.add(override)
+        self.programmer.add(override)  # replaces an entry with the same key: make before break
         self.active[override.key] = Active(override, origin, rate)
+        self.stale.pop(override.key, None)
         return True
 
     def _withdraw(self, key, why):
         act = self.active.pop(key, None)
         if act is None:
             return None
-        self.programmer.remove(act.override)
         self._log("withdrawn", reason=why, origin=act.origin, **act.override.as_dict())
         if act.origin == "cspf" and act.rate_mbps > 0:
             self.remembered[key] = (act.rate_mbps, time.monotonic())
+        self._remove_from_switch(act.override)
         return act.override
+
+    def _remove_from_switch(self, override):
+        """Delete the entry; a live switch that refuses gets asked again next run."""
+        if override.leaf in self.graph.down_switches:
+            self.stale.pop(override.key, None)
+            return  # nothing to ask a dead switch; it comes back without the entry
+        try:
+            self.programmer.remove(override)
+            self.stale.pop(override.key, None)
+        except ProgrammerError as exc:
+            self.stale[override.key] = override
+            self._log("remove_failed", error=str(exc), **override.as_dict())
+
+    def _retry_stale(self):
+        for key, override in list(self.stale.items()):
+            if key not in self.active:
+                self._remove_from_switch(override)
 
     def _withdraw_broken(self, why):
         """Remove every installed override whose path is no longer up; returns them."""
@@ -130,9 +159,24 @@ class TEService:
     def switch_event(self, switch, up):
         with self.lock:
             self.graph.set_switch(switch, up)
+            if up:
+                self.unreachable.discard(switch)  # the next counter read judges it afresh
             self._log("switch_up" if up else "switch_down", switch=switch)
             withdrawn = [] if up else self._withdraw_broken(f"switch {switch} down")
             return {"switch": switch, "up": bool(up), "withdrawn": withdrawn}
+
+    def _track_reachability(self, unreachable):
+        """Switches whose counter read failed are down; they are up again once a read works."""
+        for name in sorted(set(unreachable) - self.unreachable):
+            self.unreachable.add(name)
+            if name not in self.graph.down_switches:
+                self.graph.set_switch(name, False)
+                self._log("switch_unreachable", switch=name, error=unreachable[name])
+                self._withdraw_broken(f"switch {name} unreachable")
+        for name in sorted(self.unreachable - set(unreachable)):
+            self.unreachable.discard(name)
+            self.graph.set_switch(name, True)
+            self._log("switch_reachable", switch=name)
 
     def poll_links(self):
         """Apply link changes seen in the host's interface state (booted fabric only)."""
@@ -155,8 +199,8 @@ class TEService:
             if self._path(override) is None:
                 raise FabricError(f"{leaf} port {egress_port} has no working path to {dst_leaf} "
                                   "(a link or switch on it is down)")
+            self._install(override, "manual", self._rate_of(key))  # a refusal leaves no trace
             self.manual[key] = override
-            self._install(override, "manual", self._rate_of(key))
             self._log("manual_add", **override.as_dict())
             return override.as_dict()
 
@@ -212,6 +256,7 @@ class TEService:
     # --- the optimization run ---
     def collect(self):
         sample = self.programmer.read_counters()
+        self._track_reachability(sample.unreachable)
         self.meter.update(sample)
         for key, rate in self.meter.demand_mbps.items():
             if rate > self.min_rate_mbps:
@@ -229,6 +274,7 @@ class TEService:
         except Exception as exc:  # a run without fresh counters still honours hints and failures
             errors.append(f"counter read failed: {exc}")
         self._withdraw_broken("path down at run start")
+        self._retry_stale()
         demands = self._demands()
         pinned = []
         for key, override in self.manual.items():
@@ -318,6 +364,8 @@ class TEService:
                     "overrides": len(self.active), "manual": len(self.manual),
                     "down_ports": sorted(f"{s}:{p}" for s, p in self.graph.down_ports),
                     "down_switches": sorted(self.graph.down_switches),
+                    "unreachable_switches": sorted(self.unreachable),
+                    "removals_pending": [o.as_dict() for o in self.stale.values()],
                     "events": list(self.events)[-20:]}
 
     def probe_switches(self, switches=None, timeout_s=2.0):
