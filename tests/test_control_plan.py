@@ -131,8 +131,12 @@ def test_knob_entries_round_trip_through_what_a_switch_holds(clos):
     pfc_ports = [e for e in entries if e.table == N.PFC_PORT]
     assert [e.match[0][1] for e in pfc_ports] == sorted(clos.switches["leaf1"].ports)
     assert int_to_mac(pfc_ports[0].param("smac")) == clos.switches["leaf1"].ports[1].mac
-    back = knobs_from_entries(entries, Knobs(pfc_pause_us=knobs.pfc_pause_us))
-    assert back == knobs
+    assert knobs_from_entries(entries, Knobs(pfc_pause_us=knobs.pfc_pause_us)) == knobs
+    # the pause time comes back from the port quanta (and rewrites the same quanta)
+    slow = knobs.with_pfc(pause_us=12_345)
+    back = knobs_from_entries(knob_entries(slow, clos.switches["leaf1"]), Knobs(), clos.switches["leaf1"])
+    assert abs(back.pfc_pause_us - 12_345) <= 52   # one quantum at 10 Mb/s is 51.2 us
+    assert knob_entries(back, clos.switches["leaf1"]) == knob_entries(slow, clos.switches["leaf1"])
 
 
 # --- plan and diff ----------------------------------------------------------------------

@@ -27,7 +27,7 @@ DEFAULT_PROGRAM = P4_DIR / "fabric.p4"
 class FabricController:
     def __init__(self, clos, program_path=None, *, program=None, target="engine", p4info_path=None,
                  device_config_path=None, election_id=(0, 1), role=None, connect_timeout=10.0,
-                 knobs=None, switches=None):
+                 knobs=None, switches=None, down_links=()):
         self.clos = clos
         self.program_path = str(program_path or program or DEFAULT_PROGRAM)
         if target not in pipeline_config.TARGETS:
@@ -44,8 +44,8 @@ class FabricController:
         base = (knobs or Knobs()).check()
         self.knobs = {n: _seeded(base, clos.switches[n]) for n in names}
         self._knobs_known = {n: knobs is not None for n in names}
-        self.down_links = set()
-        self.routes = compute_routes(clos)
+        self.down_links = {link_key(a, b) for a, b in down_links}
+        self.routes = compute_routes(clos, frozenset(self.down_links))
         self.connections = {n: SwitchConnection(n, clos.switches[n].grpc_addr, clos.switches[n].device_id,
                                                 election_id, role) for n in names}
         self.installed = {n: None for n in names}        # None = not known yet (read on first use)
@@ -139,7 +139,7 @@ class FabricController:
                     entries[entry.key] = entry
             state = self.installed[name] = {"entries": entries, "sessions": self._read_sessions(conn)}
             if not self._knobs_known[name]:
-                self.knobs[name] = knobs_from_entries(entries.values(), self.knobs[name])
+                self.knobs[name] = knobs_from_entries(entries.values(), self.knobs[name], self.clos.switches[name])
                 self._knobs_known[name] = True
         return state
 

@@ -216,9 +216,13 @@ KNOB_TABLES = (N.ECMP_CONFIG, N.DSCP_TO_PRIORITY, N.PFC_INGRESS_CONFIG, N.PFC_EG
                N.ECN_CONFIG, N.PFC_PORT)
 
 
-def knobs_from_entries(entries, base=None):
-    """Rebuild Knobs from what a switch holds (the switch is the source of truth)."""
+def knobs_from_entries(entries, base=None, switch=None):
+    """Rebuild Knobs from what a switch holds (the switch is the source of truth).
+
+    The pause time is read back from the per-port quanta of `switch` (a clos.Switch: quanta
+    depend on each port's rate); without `switch` it stays `base`'s."""
     base = base or Knobs()
+    quanta = {}
     hash_mode, qp_aware, gap, choice, seed = base.hash_mode, base.qp_aware, base.flowlet_gap_us, \
         base.flowlet_choice, base.hash_seed
     dscp_map, ecn, pfc_in, pfc_eg = {}, {}, {}, {}
@@ -240,6 +244,24 @@ def knobs_from_entries(entries, base=None):
             pfc_eg[e.match[0][1]] = PfcConfig(e.param("xoff"), e.param("xon"), e.param("refresh_us"))
         elif e.table == N.PFC_INGRESS_CONFIG and e.action == N.SET_PFC_INGRESS:
             pfc_in[e.match[0][1]] = e
+        elif e.table == N.PFC_PORT and e.action == N.SET_PFC_PORT:
+            quanta[e.match[0][1]] = e.param("quanta")
     return replace(base, hash_mode=hash_mode, qp_aware=qp_aware, flowlet_gap_us=gap, flowlet_choice=choice,
                    hash_seed=seed, dscp_map=dscp_map, ecn=ecn,
+                   pfc_pause_us=_pause_from_quanta(quanta, switch, base.pfc_pause_us),
                    pfc={p: c for p, c in pfc_eg.items() if p in pfc_in})
+
+
+def _pause_from_quanta(quanta, switch, default):
+    """The pause time (us) that gives every port of `switch` the quanta it holds."""
+    ports = [switch.ports[p] for p in quanta if switch is not None and p in switch.ports]
+    if not ports:
+        return default
+    fastest = max(ports, key=lambda p: p.rate_mbps)
+    estimate = round(quanta[fastest.number] * PFC_QUANTUM_BITS / fastest.rate_mbps)
+    # quanta were rounded per port: look near the estimate for a time that explains them all
+    for delta in sorted(range(-64, 65), key=abs):
+        pause_us = estimate + delta
+        if pause_us >= 1 and all(pause_quanta(pause_us, p.rate_mbps) == quanta[p.number] for p in ports):
+            return pause_us
+    return max(1, estimate)
