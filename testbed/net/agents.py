@@ -1,22 +1,31 @@
-"""Handing PortModels (rate, queue depth, delay, jitter, loss) to a running switch.
+"""The switch agent of a fabric node, and handing it the node's PortModels.
 
-The switch side owns the mechanism (testbed/switch: its agent for the engine, BMv2's
-runtime queue-rate API for bmv2); this module only translates a fabric's PortModels
-into those calls, so the Mininet side does not depend on how a target applies them.
+The switch side owns the mechanism (testbed/switch/agent.py: the engine's agent over
+TCP, BMv2's Thrift CLI); this module only picks the right agent for a Mininet switch
+node and translates a fabric's PortModels and PFC setting into agent calls, so the
+Mininet side does not depend on how a target applies them.
 """
-import sys
+from testbed.switch.agent import AgentError  # noqa: F401  (what callers catch)
 
-_warned = set()
+#: The lossless priority of the fabric (RoCE data, DSCP 26): its PFC frames pause a port.
+LOSSLESS_PRIORITIES = (3,)
 
 
-def apply_port_models(node, models):
-    """models: {port: PortModel}. Applies all of them to `node`'s switch."""
-    try:
-        from testbed.switch import agent
-    except ImportError:
-        if node.target not in _warned:
-            _warned.add(node.target)
-            print(f"warning: port models not applied on the {node.target} target "
-                  "(testbed.switch.agent is not available yet)", file=sys.stderr)
-        return
-    agent.apply_port_models(node, models)
+def agent_for(node):
+    """A SwitchAgent for a running P4Switch node."""
+    if node.target == "bmv2":
+        from testbed.switch.bmv2 import Bmv2Agent
+        return Bmv2Agent(node.clos_switch.thrift_port, ports=list(node.port_interfaces()))
+    from testbed.switch.agent import RemoteEngineAgent
+    from testbed.switch.cli import AGENT_PORT_OFFSET
+    return RemoteEngineAgent(f"127.0.0.1:{node.clos_switch.grpc_port + AGENT_PORT_OFFSET}")
+
+
+def apply_port_models(agent, models, pfc_priorities=LOSSLESS_PRIORITIES):
+    """models: {port: PortModel}. Rate, queue depth, impairments and which received PFC
+    priorities pause the port (empty: PFC frames are ignored, as with PFC off)."""
+    for port, model in sorted(models.items()):
+        agent.set_port_rate(port, int(model.rate_mbps * 1e6))
+        agent.set_queue_depth(port, int(model.queue_depth))
+        agent.set_impairments(port, model.delay_us, model.jitter_us, model.loss)
+        agent.set_pfc(port, list(pfc_priorities))

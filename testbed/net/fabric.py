@@ -49,7 +49,7 @@ def host_routes(clos, clos_host):
 class FabricNet:
     def __init__(self, clos, target="engine", program=None, out_dir=None, pcap=True, mtu=1500,
                  name_prefix=None, port_defaults=None, log_console=False, ledger=None,
-                 controller_options=None, state_dir=None):
+                 controller_options=None, state_dir=None, pfc_priorities=None):
         if target not in TARGETS:
             raise FabricError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
         self.clos = clos
@@ -66,6 +66,9 @@ class FabricNet:
         self.ledger = ledger
         self._own_ledger = ledger is None
         self.state_dir = state_dir  # where the ledger goes (default testbed.cleanup.STATE_DIR)
+        from testbed.net.agents import LOSSLESS_PRIORITIES
+        # Received PFC frames of these priorities pause a switch port (empty: PFC off).
+        self.pfc_priorities = tuple(LOSSLESS_PRIORITIES if pfc_priorities is None else pfc_priorities)
         self.mn = None
         self.controller = None
         self.timings = {}
@@ -179,7 +182,7 @@ class FabricNet:
             self.timings["switches_s"] = time.monotonic() - t0
             self._program_fabric()
             for node in switches:
-                node.apply_port_models()
+                node.apply_port_models(self.pfc_priorities)
         self.timings["boot_s"] = time.monotonic() - t0
         self.started = True
         return self

@@ -117,7 +117,7 @@ class KernelRouter(RecordedNode, Node):
         stop_processes(self.captures, timeout=1.0)
         self.captures = []
 
-    def port_counters(self):
+    def port_status(self):
         """{port: {rx_packets, rx_bytes, tx_packets, tx_bytes}} from the kernel."""
         res = run_in(self, ["ip", "-s", "-j", "link", "show"])
         stats = {d["ifname"]: d.get("stats64", {}) for d in json.loads(res.stdout or "[]")}
@@ -128,8 +128,8 @@ class KernelRouter(RecordedNode, Node):
                          "tx_packets": s.get("tx", {}).get("packets", 0), "tx_bytes": s.get("tx", {}).get("bytes", 0)}
         return out
 
-    def apply_port_models(self):
-        pass  # no shaping here: documented in the module docstring
+    def apply_port_models(self, pfc_priorities=()):
+        pass  # no shaping or PFC here: documented in the module docstring
 
     def stop(self, deleteIntfs=True):
         self.stop_captures()

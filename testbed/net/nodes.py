@@ -14,6 +14,7 @@ from pathlib import Path
 from mininet.node import Host, Switch
 
 from testbed.clos import CPU_PORT
+from testbed.net import agents
 from testbed.net.lifecycle import child_signal_mask, kill_namespace, netns_id, signals_deferred, stop_process
 
 ROCE_UDP_PORT = 4791
@@ -118,6 +119,7 @@ class P4Switch(RecordedNode, Switch):
         self.log_console = log_console
         self.cpu_port = cpu_port
         self.proc = None
+        self._agent = None
         params.setdefault("dpid", "%016x" % clos_switch.device_id)
         params.pop("inNamespace", None)
         super().__init__(name, inNamespace=False, **params)
@@ -212,12 +214,31 @@ class P4Switch(RecordedNode, Switch):
         return [self.proc] if self.proc is not None else []
 
     def stop(self, deleteIntfs=True):
+        if self._agent is not None and hasattr(self._agent, "close"):
+            self._agent.close()
+        self._agent = None
         if self.proc is not None:
             stop_process(self.proc, timeout=2.0)
 
-    def apply_port_models(self):
-        """Hand each port's PortModel to the switch; subclasses know how."""
-        raise NotImplementedError
+    # --- the switch agent: port models and what P4Runtime does not report ---
+    @property
+    def agent(self):
+        if self._agent is None:
+            self._agent = agents.agent_for(self)
+        return self._agent
+
+    def apply_port_models(self, pfc_priorities=agents.LOSSLESS_PRIORITIES):
+        """Hand each port's PortModel (and which PFC priorities pause it) to the switch."""
+        agents.apply_port_models(self.agent, self.port_models(), pfc_priorities)
+
+    def port_status(self):
+        """{port: the agent's port record}: counters, queue depths, tail drops, PFC, pauses."""
+        return {port: self.agent.port_counters(port) for port in self.port_interfaces()}
+
+    def queue_depths(self):
+        """{(port, priority): packets queued now}, for the queue sampler."""
+        return {(port, prio): depth for port, status in self.port_status().items()
+                for prio, depth in enumerate(status.get("queue_depth", ()))}
 
 
 class EngineSwitch(P4Switch):
@@ -238,10 +259,6 @@ class EngineSwitch(P4Switch):
         cmd.append(str(self.program))
         return cmd
 
-    def apply_port_models(self):
-        from testbed.net import agents
-        agents.apply_port_models(self, self.port_models())
-
 
 class Bmv2Switch(P4Switch):
     """BMv2's simple_switch_grpc; the controller pushes the p4c-bm2-ss output."""
@@ -261,10 +278,6 @@ class Bmv2Switch(P4Switch):
         cmd += ["--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port),
                 "--priority-queues", "8"]
         return cmd
-
-    def apply_port_models(self):
-        from testbed.net import agents
-        agents.apply_port_models(self, self.port_models())
 
 
 TARGETS = {"engine": EngineSwitch, "bmv2": Bmv2Switch}

@@ -1,0 +1,122 @@
+"""`rocelab run`: boot a Clos, set the fabric knobs, run one traffic pattern, write the report.
+
+    sudo rocelab run --spines 2 --leaves 2 --hosts-per-leaf 2 --pattern ring_allreduce \\
+         --hash qpn --qps-per-conn 4 --out runs/qpn
+
+Writes OUT/summary.json (schema: testbed/net/summary.py), OUT/pcap/ (per-port captures),
+OUT/*.png (per-link load, queue depth over time, PFC/ECN counts), OUT/ranks/ (each rank's
+job, log and report) and OUT/logs/ (switch logs); everything is torn down afterwards.
+Exit status: 0 when every rank completed, 1 when the collective failed or a switch did not
+start, 2 for bad arguments, 130 after Ctrl-C, 143 after SIGTERM.
+"""
+import argparse
+import sys
+import time
+
+PATTERN_CHOICES = ("ring_allreduce", "tree_allreduce", "allgather", "reducescatter", "alltoall", "incast",
+                   "pipeline", "stream")  # traffic.collectives.PATTERNS (not imported: keeps --help fast)
+
+
+def on_off(text):
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected on or off")
+    return text == "on"
+
+
+def byte_size(text):
+    """'1M' -> 1048576, '64K' -> 65536, '1000' -> 1000."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().removesuffix("b")
+    factor = units.get(t[-1:], 1)
+    try:
+        value = int(float(t[:-1] if t[-1:] in units else t) * factor)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in bytes (e.g. 65536, 64K, 1M)") from None
+    if value < 4:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 4 bytes")
+    return value
+
+
+def register(sub, name, help_text):
+    from testbed.net import options
+
+    p = sub.add_parser(name, help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    options.add_topology_options(p)
+    options.add_target_options(p)
+    g = p.add_argument_group("traffic (traffic/: emulated RDMA NICs)")
+    g.add_argument("--pattern", choices=PATTERN_CHOICES, default="ring_allreduce")
+    g.add_argument("--size", type=byte_size, action="append", default=None, metavar="BYTES",
+                   help="collective size per row, e.g. 1M (repeatable; default 1M)")
+    g.add_argument("--iterations", type=int, default=1)
+    g.add_argument("--warmup", type=int, default=0)
+    g.add_argument("--channels", type=int, default=1, help="independent rings/trees (NCCL channels)")
+    g.add_argument("--qps-per-conn", type=int, default=1, help="QPs per connection (QP scaling)")
+    g.add_argument("--ranks", type=int, default=None, help="ranks (default: every host)")
+    g.add_argument("--placement", choices=("topology", "random"), default="topology",
+                   help="topology: ring neighbours share a leaf; random: shuffled")
+    g.add_argument("--cts", type=on_off, default=True, metavar="on|off", help="receiver-driven CTS admission")
+    g.add_argument("--dcqcn", type=on_off, default=False, metavar="on|off", help="DCQCN rate control on CNPs")
+    g.add_argument("--timeout-s", type=float, default=None, help="give up on ranks after this long "
+                                                                  "(default: from the bytes to move)")
+    k = p.add_argument_group("fabric knobs (through the fabric controller)")
+    k.add_argument("--hash", choices=("5tuple", "qpn", "flowlet"), default="5tuple", help="ECMP hashing")
+    k.add_argument("--flowlet-gap-us", type=int, default=500, help="flowlet inactivity gap (with --hash flowlet)")
+    k.add_argument("--pfc", type=on_off, default=True, metavar="on|off", help="PFC on the lossless priority 3")
+    k.add_argument("--ecn", default="off", metavar="KMIN,KMAX,PMAX",
+                   help="ECN marking thresholds (packets, packets, probability), or off (default)")
+    p.add_argument("--out", default=None, metavar="DIR", help="report directory (default runs/run-<time>)")
+    p.add_argument("--no-pcap", action="store_true", help="no per-port captures")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    from testbed.clos import TopologyError
+    from testbed.net import options
+    from testbed.net.experiment import ExperimentError, FabricSettings, job_for, parse_ecn
+
+    prog = "rocelab run"
+    try:
+        clos = options.clos_from_args(args)
+        settings = FabricSettings(hash=args.hash, flowlet_gap_us=args.flowlet_gap_us, pfc=args.pfc,
+                                  ecn=parse_ecn(args.ecn)).check()
+        job = job_for(clos, args.pattern, args.size or [1 << 20], nranks=args.ranks, placement=args.placement,
+                      iterations=args.iterations, warmup=args.warmup, channels=args.channels,
+                      qps_per_connection=args.qps_per_conn, cts=args.cts, dcqcn=args.dcqcn, timeout_s=args.timeout_s)
+    except (TopologyError, ExperimentError) as exc:
+        return options.fail(prog, str(exc))
+    status = options.need_root(prog)
+    if status:
+        return status
+    return _run_booted(prog, args, clos, settings, job)
+
+
+def _run_booted(prog, args, clos, settings, job):
+    from testbed import REPO_ROOT
+    from testbed.net import options
+    from testbed.net.experiment import Experiment, ExperimentError, nccl_table
+    from testbed.net.fabric import FabricError
+    from testbed.net.lifecycle import Terminated
+    from testbed.net.nodes import SwitchStartError
+
+    out = args.out or str(REPO_ROOT / "runs" / time.strftime("run-%Y%m%d-%H%M%S"))
+    try:
+        with Experiment(clos, target=args.target, out=out, pcap=not args.no_pcap, program=args.program, mtu=args.mtu,
+                        port_defaults=options.port_defaults(args), log_console=args.log_console,
+                        name_prefix=args.name_prefix, pfc_priorities=None if settings.pfc else ()) as exp:
+            result = exp.run_phase("run", job, settings)
+    except (FabricError, ExperimentError) as exc:
+        return options.fail(prog, str(exc))
+    except SwitchStartError as exc:
+        return options.fail(prog, str(exc), 1)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; torn down", file=sys.stderr)
+        return 130
+    except Terminated as exc:
+        print(f"{prog}: {exc}; torn down", file=sys.stderr)
+        return exc.exit_status
+    print(nccl_table(result))
+    for error in result["errors"]:
+        print(f"{prog}: {error}", file=sys.stderr)
+    print(f"*** report in {out}: summary.json, {', '.join(result['plots']) or 'no plots'}"
+          + (f", pcap/ ({len(result.get('pcaps', []))} files)" if result.get("pcaps") else ""))
+    return 0 if result["collective"]["status"] == "ok" else 1

@@ -1,0 +1,339 @@
+"""Experiments: boot a Clos, set the fabric knobs, run a collective on every host, collect
+telemetry, write summary.json (schema in testbed/net/summary.py), plots and pcaps, tear down.
+
+    settings = FabricSettings(hash="qpn", pfc=True)
+    job = job_for(clos, "ring_allreduce", sizes=[1 << 20], qps_per_connection=4)
+    with Experiment(clos, target="engine", out="runs/qpn") as exp:      # boots + programs
+        summary = exp.run_phase("qpn", job, settings)                   # -> runs/qpn/summary.json
+
+`rocelab run` is one phase; the demo (:func:`demo`) is two phases on one booted fabric.
+Every rank is a `rocelab traffic run` process inside its host's namespace, recorded in the
+run's ledger like everything else, so Ctrl-C, SIGTERM or a crash leave nothing behind.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from testbed.net.fabric import FabricError, FabricNet
+from testbed.net.lifecycle import stop_process
+
+HASH_MODES = ("5tuple", "qpn", "flowlet")
+
+
+class ExperimentError(ValueError):
+    """A bad experiment request; the message names the option at fault."""
+
+
+@dataclass
+class FabricSettings:
+    """The fabric knobs of one phase (set through the controller before traffic starts)."""
+
+    hash: str = "5tuple"
+    flowlet_gap_us: int = 500
+    pfc: bool = True
+    ecn: tuple = None  # (kmin packets, kmax packets, pmax) or None: no marking
+
+    def check(self):
+        if self.hash not in HASH_MODES:
+            raise ExperimentError(f"--hash {self.hash!r}: choose one of {', '.join(HASH_MODES)}")
+        if int(self.flowlet_gap_us) != self.flowlet_gap_us or self.flowlet_gap_us < 1:
+            raise ExperimentError(f"--flowlet-gap-us {self.flowlet_gap_us}: a whole number of microseconds >= 1")
+        if self.ecn is not None:
+            kmin, kmax, pmax = self.ecn
+            if not (0 <= kmin <= kmax and 0.0 < pmax <= 1.0):
+                raise ExperimentError(f"--ecn {kmin},{kmax},{pmax}: need 0 <= KMIN <= KMAX and 0 < PMAX <= 1")
+        return self
+
+
+def parse_ecn(text):
+    """'5,20,0.2' -> (5, 20, 0.2); 'off' -> None."""
+    if text is None or text.strip().lower() in ("off", "none", ""):
+        return None
+    try:
+        kmin, kmax, pmax = text.split(",")
+        return int(kmin), int(kmax), float(pmax)
+    except ValueError:
+        raise ExperimentError(f"--ecn {text!r}: expected KMIN,KMAX,PMAX such as 5,20,0.2 (packets, packets, "
+                              "probability) or 'off'") from None
+
+
+def job_for(clos, pattern, sizes, nranks=None, placement="topology", iterations=1, warmup=0, channels=1,
+            qps_per_connection=1, cts=True, dcqcn=False, chunk_bytes=65536, mtu=1024, timeout_s=None, name=None):
+    """A validated traffic job (traffic/job.py format) for the hosts of `clos`: rank i runs on
+    NIC 0 of the i-th placed host, sends everything to its leaf port's MAC, and its NIC
+    paces at the host link rate. Raises ExperimentError before anything exists."""
+    from traffic.collectives import expected_bytes
+    from traffic.job import JobError, parse_job, place
+
+    hosts = [{"host": h.name, "ip": h.nics[0].ip, "mac": h.nics[0].mac, "iface": h.intf(0),
+              "gateway_mac": h.nics[0].gateway_mac, "leaf": h.nics[0].leaf} for h in clos.hosts.values()]
+    rate = clos.spec.link_rate_mbps
+    try:
+        ranks = place(hosts, nranks, placement)
+        if timeout_s is None:
+            # Generous: ten times the time the busiest rank needs at line rate, plus set-up.
+            n = len(ranks)
+            busiest = max(expected_bytes(pattern, r, n, max(sizes), chunk_bytes)[0] for r in range(n)) if n > 1 else 0
+            timeout_s = round(30 + 10 * busiest * len(sizes) * (iterations + warmup) * 8 / (rate * 1e6), 1)
+        data = {"name": name or pattern, "pattern": pattern, "sizes": list(sizes), "iterations": iterations,
+                "warmup": warmup, "channels": channels, "qps_per_connection": qps_per_connection,
+                "chunk_bytes": chunk_bytes, "cts": {"enabled": bool(cts)},
+                "dcqcn": {"enabled": bool(dcqcn)},
+                "nic": {"line_rate_mbps": rate, "mtu": mtu}, "timeout_s": timeout_s, "ranks": ranks}
+        parse_job(data)
+    except (JobError, KeyError, ValueError) as exc:
+        raise ExperimentError(str(exc)) from None
+    return data
+
+
+class Experiment:
+    """A booted fabric that runs phases; the context manager boots and always tears down."""
+
+    def __init__(self, clos, target="engine", out=None, pcap=True, log=print, **fabric_options):
+        self.clos = clos
+        self.target = target
+        self.out = Path(out)
+        self.log = log
+        self.fabric = FabricNet(clos, target=target, out_dir=self.out, pcap=pcap, **fabric_options)
+        self.summaries = []
+
+    def __enter__(self):
+        self.log(f"*** booting {len(self.clos.switches)} switches ({self.target}) and {len(self.clos.hosts)} hosts")
+        self.fabric.__enter__()
+        self.clos.save(self.out / "fabric.json")
+        self.log(f"*** fabric up and programmed in {self.fabric.timings['boot_s']:.1f} s")
+        return self
+
+    def __exit__(self, *exc):
+        self.log("*** tearing down")
+        self.fabric.__exit__(*exc)
+        self._finish_summaries()
+
+    # --- one phase ---
+    def apply(self, settings):
+        """Set the fabric knobs; False where the target has no P4 pipeline (kernel)."""
+        ctl = self.fabric.controller
+        if ctl is None:
+            return False
+        try:
+            ctl.set_hash_mode(settings.hash)
+            if settings.hash == "flowlet":
+                ctl.set_flowlet_gap_us(settings.flowlet_gap_us)
+            if settings.ecn is None:
+                ctl.disable_ecn()
+            else:
+                ctl.set_ecn(*settings.ecn)
+            ctl.set_pfc(settings.pfc)
+        except (ValueError, RuntimeError) as exc:  # the controller's KnobError / ControlError
+            raise FabricError(f"fabric knobs: {exc}") from None
+        wanted = self.fabric.pfc_priorities if settings.pfc else ()
+        for node in self.fabric.switches:
+            node.apply_port_models(wanted)
+        return True
+
+    def run_phase(self, name, job, settings, out=None):
+        """Run `job` (a job dict) under `settings`; writes OUT/summary.json and returns it."""
+        from testbed.net import plots, summary, telemetry
+        from traffic.job import parse_job
+
+        out = Path(out or self.out)
+        (out / "ranks").mkdir(parents=True, exist_ok=True)
+        applied = self.apply(settings)
+        self.log(f"*** {name}: {job['pattern']} of {', '.join(str(s) for s in job['sizes'])} B on "
+                 f"{len(job['ranks'])} ranks, {settings.hash} hashing, {job['qps_per_connection']} QP(s) per "
+                 f"connection" + ("" if applied else " (fabric knobs not applied: no P4 pipeline on this target)"))
+        before = telemetry.snapshot(self.fabric)
+        sampler = telemetry.QueueSampler(self.fabric).start()
+        started = time.time()
+        t0 = time.monotonic()
+        try:
+            reports = run_ranks(self.fabric, job, out / "ranks")
+        finally:
+            samples = sampler.stop()
+        duration = time.monotonic() - t0
+        after = telemetry.snapshot(self.fabric)
+        rows = telemetry.queue_rows(self.clos.switches, before, after, sampler.max_depths())
+        config = {"topology": _topology(self.clos.spec), "fabric": {**_settings(settings), **self._port_config(),
+                                                                     "applied": applied},
+                  "job": _job_config(job)}
+        result = summary.build(name, self.target, config, self.clos, parse_job(job), reports, before, after, rows,
+                               duration, started)
+        result["errors"] = [f"rank {r.get('rank')} ({r.get('host')}): {r.get('status')}: {r.get('error')}"
+                            for r in reports if r.get("status") != "ok"]
+        result["plots"] = plots.all_plots(result, samples, out)
+        with open(out / "queue_samples.json", "w") as f:
+            json.dump(samples, f)
+        self._write(out, result)
+        self.summaries.append((out, result))
+        c = result["collective"]
+        self.log(f"*** {name}: {c['status']}; time {c['time_us']} us, busbw {c['busbw_gbps']} Gb/s; "
+                 f"summary in {out / 'summary.json'}")
+        return result
+
+    def _port_config(self):
+        d = self.fabric.port_defaults
+        return {"queue_depth": d.get("queue_depth", 64), "delay_us": d.get("delay_us", 0.0),
+                "jitter_us": d.get("jitter_us", 0.0), "loss": d.get("loss", 0.0)}
+
+    @staticmethod
+    def _write(out, result):
+        with open(Path(out) / "summary.json", "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+
+    def _finish_summaries(self):
+        # The switches flush their captures when they stop: list them afterwards.
+        pcap_dir = self.fabric.pcap_dir
+        for out, result in self.summaries:
+            if pcap_dir and Path(pcap_dir).is_dir():
+                result["pcap_dir"] = os.path.relpath(pcap_dir, out)
+                result["pcaps"] = sorted(p.name for p in Path(pcap_dir).glob("*.pcap"))
+                self._write(out, result)
+
+
+def run_ranks(fabric, job, out_dir):
+    """Every rank as `rocelab traffic run` in its host; returns their reports (rank order).
+
+    A rank that does not finish within the job's timeout (plus a margin) is stopped and
+    reported as such; a rank that wrote no report is reported with the end of its log."""
+    out_dir = Path(out_dir)
+    job_path = out_dir / "job.json"
+    with open(job_path, "w") as f:
+        json.dump(job, f, indent=1)
+    procs = []
+    for rank, r in enumerate(job["ranks"]):
+        log = open(out_dir / f"rank{rank}.log", "w")
+        cmd = [sys.executable, "-m", "testbed.cli", "traffic", "run", "--job", str(job_path), "--rank", str(rank),
+               "--out", str(out_dir / f"rank{rank}.json")]
+        procs.append((rank, r, fabric.host(r["host"]).popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
+    deadline = time.monotonic() + job["timeout_s"] + 15
+    reports = []
+    for rank, r, proc, log in procs:
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            stop_process(proc, timeout=1.0)
+        log.close()
+        reports.append(_read_report(out_dir, rank, r, proc.returncode))
+    return reports
+
+
+def _read_report(out_dir, rank, r, status):
+    try:
+        with open(out_dir / f"rank{rank}.json") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        tail = (out_dir / f"rank{rank}.log").read_text(errors="replace").strip().splitlines()[-3:]
+        return {"rank": rank, "host": r["host"], "status": "error", "results": [], "counters": {},
+                "error": f"no report (exit status {status}): {' | '.join(tail) or 'empty log'}"}
+
+
+def _topology(spec):
+    return {k: v for k, v in asdict(spec).items() if k not in ("grpc_base_port", "thrift_base_port")}
+
+
+def _settings(settings):
+    ecn = settings.ecn
+    return {"hash": settings.hash, "flowlet_gap_us": settings.flowlet_gap_us, "pfc": settings.pfc,
+            "ecn": dict(zip(("kmin", "kmax", "pmax"), ecn)) if ecn else None}
+
+
+def _job_config(job):
+    keys = ("pattern", "sizes", "iterations", "warmup", "channels", "qps_per_connection", "chunk_bytes", "timeout_s")
+    return {**{k: job[k] for k in keys}, "cts": job["cts"]["enabled"], "dcqcn": job["dcqcn"]["enabled"],
+            "line_rate_mbps": job["nic"]["line_rate_mbps"], "mtu": job["nic"]["mtu"],
+            "ranks": [r["host"] for r in job["ranks"]]}
+
+
+# --- tables ---------------------------------------------------------------------------
+
+def nccl_table(result):
+    """An nccl-tests-style table of a phase's collective (the slowest rank's time per size)."""
+    c, cfg = result["collective"], result["config"]
+    lines = [f"# {result['name']}: {c['pattern']}  nranks {c['ranks']}  hash {cfg['fabric']['hash']}  "
+             f"qps/conn {cfg['job']['qps_per_connection']}  pfc {'on' if cfg['fabric']['pfc'] else 'off'}  "
+             f"line {cfg['job']['line_rate_mbps']:g} Mb/s  (x{result['scale']['time_dilation']:g} slower than "
+             f"{result['scale']['production_link_gbps']:g}G)",
+             f"# {'size':>12} {'count':>12} {'type':>6} {'redop':>6} {'time':>10} {'algbw':>8} {'busbw':>8} "
+             f"{'busbw':>8}",
+             f"# {'(B)':>12} {'(elements)':>12} {'':>6} {'':>6} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8} "
+             f"{'(Gb/s)':>8}"]
+    for row in c["rows"]:
+        lines.append(f"  {row['size_bytes']:>12} {row['size_bytes'] // 4:>12} {'float':>6} {'sum':>6} "
+                     f"{row['time_us']:>10.1f} {row['algbw_GBps']:>8.4f} {row['busbw_GBps']:>8.4f} "
+                     f"{row['busbw_gbps']:>8.4f}")
+    oos = sum(h["oos"] for h in result["hosts"])
+    pfc = sum(q["pfc_tx"] for q in result["queues"])
+    drops = sum(q["drops"] for q in result["queues"])
+    lines.append(f"# status {c['status']}; OOS {oos}, switch PFC frames sent {pfc}, queue drops {drops}")
+    return "\n".join(lines)
+
+
+# --- the demo ---------------------------------------------------------------------------
+
+DEMO_SHAPE = dict(spines=2, leaves=2, hosts_per_leaf=2, link_rate_mbps=10.0, oversubscription=2.0)
+DEMO_SIZE = 1 << 20
+DEMO_QPS = 4
+
+
+def demo(target="engine", out=None, size=DEMO_SIZE, name_prefix=None, grpc_base_port=50000, state_dir=None):
+    """`make demo`: ring AllReduce with 5-tuple hashing (1 QP per connection), then QPN-aware
+    hashing with QP scaling, on one booted 2x2x2 Clos; tables, plots and pcaps under OUT.
+
+    The uplinks are 2:1 oversubscribed (5 Mb/s each for 10 Mb/s hosts) so that where the
+    flows land matters: a ring connection that crosses the spines on one uplink runs at
+    half the host rate, one spread over both spines can run at full rate."""
+    from testbed import REPO_ROOT
+    from testbed.clos import ClosSpec, TopologyError, build
+    from testbed.net.lifecycle import Terminated
+    from testbed.net.nodes import SwitchStartError
+
+    prog = "rocelab demo"
+    if os.geteuid() != 0:
+        print(f"{prog}: must run as root (Mininet creates namespaces and veths); try sudo", file=sys.stderr)
+        return 1
+    out = Path(out or REPO_ROOT / "runs" / time.strftime("demo-%Y%m%d-%H%M%S"))
+    try:
+        clos = build(ClosSpec(**DEMO_SHAPE, grpc_base_port=grpc_base_port))
+        phases = [("5tuple", FabricSettings(hash="5tuple"),
+                   job_for(clos, "ring_allreduce", [size], qps_per_connection=1, name="ring-5tuple")),
+                  ("qpn", FabricSettings(hash="qpn"),
+                   job_for(clos, "ring_allreduce", [size], qps_per_connection=DEMO_QPS, name="ring-qpn"))]
+    except (TopologyError, ExperimentError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"*** rocelab demo on the {target} target: {clos.spec.spines} spines, {clos.spec.leaves} leaves, "
+          f"{clos.spec.hosts_per_leaf} hosts per leaf; {clos.spec.link_rate_mbps:g} Mb/s host links, "
+          f"{clos.spec.uplink_rate_mbps:g} Mb/s uplinks (2:1); output in {out}")
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    try:
+        with Experiment(clos, target=target, out=out, name_prefix=name_prefix, state_dir=state_dir) as exp:
+            for name, settings, job in phases:
+                results.append(exp.run_phase(name, job, settings, out / name))
+    except (FabricError, ExperimentError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except SwitchStartError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; torn down", file=sys.stderr)
+        return 130
+    except Terminated as exc:
+        print(f"{prog}: {exc}; torn down", file=sys.stderr)
+        return exc.exit_status
+    text = "\n\n".join(nccl_table(r) for r in results)
+    if len(results) == 2 and all(r["collective"]["busbw_gbps"] for r in results):
+        speedup = results[1]["collective"]["busbw_gbps"] / results[0]["collective"]["busbw_gbps"]
+        text += f"\n\n# QPN hashing + {DEMO_QPS} QPs/connection vs 5-tuple with 1 QP: busbw x{speedup:.2f}"
+    (out / "demo.txt").write_text(text + "\n")
+    print(text)
+    print(f"\n*** wrote {out}/demo.txt, " + ", ".join(f"{name}/summary.json {name}/{p}" for name, _, _ in phases
+                                                     for r in results if r["name"] == name for p in r["plots"][:1])
+          + f", pcaps in {out}/pcap ({len(results[-1].get('pcaps', []))} files; open in Wireshark or tshark)")
+    return 0 if all(r["collective"]["status"] == "ok" for r in results) else 1
