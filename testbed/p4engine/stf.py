@@ -55,6 +55,7 @@ import re
 import sys
 import time
 
+from testbed.p4engine.errors import P4RuntimeFault
 from testbed.p4engine.tables import (
     ActionCall, Exact, GroupRef, Lpm, MemberRef, Optional, Range, TableError, Ternary)
 
@@ -492,7 +493,12 @@ class StfRunner:
     def do_packet(self, cmd):
         port, data = cmd.args
         self.packets_in += 1
-        for out_port, out_data in self.pipeline.process(port, data, self._now_us()):
+        try:
+            sent = self.pipeline.process(port, data, self._now_us())
+        except P4RuntimeFault as exc:
+            # BMv2 aborts on a failed assert/assume; the test cannot pass past it.
+            raise StfError(f"the program stopped on this packet: {exc}") from None
+        for out_port, out_data in sent:
             self.received.setdefault(out_port, []).append((bytes(out_data), cmd.line))
 
     def do_expect(self, cmd):
@@ -940,8 +946,11 @@ def _spaced(hex_text):
 
 # ====================================================================== entry point
 
-def run_stf(program_path, stf_path, include_dirs=(), out=sys.stdout):
-    """Compile `program_path`, run `stf_path` against it; 0 only if every expectation holds."""
+def run_stf(program_path, stf_path, include_dirs=(), out=sys.stdout, defines=None, log=None):
+    """Compile `program_path`, run `stf_path` against it; 0 only if every expectation holds.
+
+    `log`: None or callable(str), given the pipeline's per-packet trace (`rocelab p4 test -v`).
+    """
     try:
         with open(stf_path) as f:
             text = f.read()
@@ -955,11 +964,11 @@ def run_stf(program_path, stf_path, include_dirs=(), out=sys.stdout):
         return 1
     from testbed.p4engine import P4Error, compile_file
     try:
-        program = compile_file(program_path, include_dirs=include_dirs)
+        program = compile_file(program_path, include_dirs=include_dirs, defines=defines)
     except P4Error as exc:
         print(str(exc), file=out)
         return 1
-    pipeline = program.new_pipeline()
+    pipeline = program.new_pipeline(log=log)
     return StfRunner(pipeline, out=out, filename=str(stf_path)).run(commands)
 
 
