@@ -4,7 +4,7 @@ import pytest
 from traffic import packets as P
 from traffic.dcqcn import Dcqcn, DcqcnParams
 from traffic.fastpath import ip_checksum
-from traffic.nic import Nic, NicConfig
+from traffic.nic import FRAME_OVERHEAD, Nic, NicConfig
 from traffic.samples import Recorder
 from scapy.compat import raw
 
@@ -112,7 +112,7 @@ def test_duplicates_are_acked_not_delivered_twice():
     assert p.qb.stats["duplicates"] == 1 and p.qb.stats["rx_bytes"] == 2048
 
 
-def test_local_ack_timeout_is_counted_retransmits_and_finally_errors():
+def test_local_ack_timeout_is_counted_backs_off_and_finally_errors():
     p = Pair(lat_timeout_s=0.01, retry_count=2, line_rate_bps=1e9)
     p.a.post_write(p.qa, 4096)
     assert len(p.a_sends()) == 4               # nothing comes back: all ACKs lost
@@ -120,11 +120,156 @@ def test_local_ack_timeout_is_counted_retransmits_and_finally_errors():
     assert p.qa.stats["lat_timeouts"] == 0
     p.step(0.006)
     assert p.qa.stats["lat_timeouts"] == 1 and len(p.a_sends()) == 4 and p.qa.stats["retransmits"] == 4
-    for _ in range(2):
-        p.step(0.011)
-        p.a_sends()
+    p.step(0.015)                              # the second timeout waits twice as long (20 ms)
+    assert p.qa.stats["lat_timeouts"] == 1
+    p.step(0.006)
+    assert p.qa.stats["lat_timeouts"] == 2 and len(p.a_sends()) == 4
+    p.step(0.041)                              # then 40 ms: the third exceeds retry_count
     assert p.qa.stats["lat_timeouts"] == 3 and p.qa.error and p.a.errors()
     assert not p.qa.has_work()
+
+
+def test_an_ack_that_makes_progress_resets_the_backoff():
+    p = Pair(lat_timeout_s=0.01, line_rate_bps=1e9)
+    p.a.post_write(p.qa, 8192)
+    frames = p.a_sends()
+    for wait in (0.011, 0.021):
+        p.step(wait)
+        p.a_sends()
+    assert p.qa.stats["lat_timeouts"] == 2 and p.qa.retries == 2
+    p.to_b(frames[:2])
+    p.b.send_ack(p.qb)                         # PSNs 0..1 acknowledged
+    p.to_a()
+    assert p.qa.retries == 0 and len(p.qa.outstanding) == 6
+    p.a_sends()
+    p.step(0.011)                              # back to the base timeout
+    assert p.qa.stats["lat_timeouts"] == 3
+
+
+def test_the_timer_stands_still_while_nothing_is_on_the_wire():
+    p = Pair(lat_timeout_s=0.01, line_rate_bps=1e9)
+    p.a.post_write(p.qa, 8192)
+    frames = p.a_sends()
+    p.to_b(frames[:3] + frames[4:])            # PSN 3 lost: NAK
+    p.to_a()
+    assert p.qa.stats["naks_rx"] == 1 and p.qa.resend_idx == 0
+    p.step(0.05)                               # the rewound packets have not left yet (busy loop, pacing)
+    assert p.qa.stats["lat_timeouts"] == 0
+    resent = p.a_sends()
+    assert [f[52] << 8 | f[53] for f in resent] == [3, 4, 5, 6, 7]
+    p.step(0.011)                              # now they are in flight and unanswered: a real timeout
+    assert p.qa.stats["lat_timeouts"] == 1
+
+
+def test_a_pfc_pause_longer_than_the_timeout_is_not_a_loss():
+    # At lab rates one pause lasts seconds; a real NIC's transport timer is tuned for microsecond
+    # pauses. In-flight packets held by a paused fabric must not be retransmitted, nor error the QP.
+    p = Pair(lat_timeout_s=0.01, retry_count=2, line_rate_bps=10e6)
+    p.a.post_write(p.qa, 4096)
+    frames = p.a_sends()                       # in flight, held somewhere in the paused fabric
+    for _ in range(10):                        # refreshed pause, 0xFFFF quanta = 3.4 s at 10 Mb/s
+        p.a._on_mac_control(pfc({3: 0xFFFF}), p.t)
+        for _ in range(30):
+            p.step(0.01)
+    assert p.qa.stats["lat_timeouts"] == 0 and not p.qa.error
+    p.a._on_mac_control(pfc({3: 0}), p.t)      # XON: the fabric delivers, the peer acknowledges
+    p.to_b(frames)
+    p.to_a()
+    assert not p.qa.outstanding and p.qa.stats["retransmits"] == 0
+
+
+def test_late_naks_and_impossible_acks_change_nothing():
+    p = Pair(line_rate_bps=1e9)
+    p.a.post_write(p.qa, 8192)
+    frames = p.a_sends()
+    p.to_b(frames[:4])
+    p.b.send_ack(p.qb)
+    p.to_a()
+    assert [d[0] for d in p.qa.outstanding] == [4, 5, 6, 7] and p.qa.resend_idx == 4
+    p.qb.epsn = 2                              # a NAK for PSN 2, already acknowledged: stale
+    p.b.send_ack(p.qb, nak=True)
+    p.qb.epsn = 100                            # an ACK for PSN 99, never sent
+    p.b.send_ack(p.qb)
+    p.to_a()
+    assert p.qa.resend_idx == 4 and len(p.qa.outstanding) == 4 and p.a_sends() == []
+    assert p.qa.stats["retransmits"] == 0
+
+
+class DelayWire:
+    """Both directions of a wire with a one-way delay, seeded loss and reordering, on the Pair's clock."""
+
+    def __init__(self, pair, delay, loss=0.0, reorder=0.0, seed=1):
+        import heapq
+        import random
+        self.p, self.delay, self.loss, self.reorder = pair, delay, loss, reorder
+        self.rnd = random.Random(seed)
+        self.heap, self.seq, self.push, self.pop = [], 0, heapq.heappush, heapq.heappop
+
+    def run(self, until, dt=0.0002, limit_s=30.0):
+        p = self.p
+        end = p.t + limit_s
+        while not until() and p.t < end:
+            for src, dst in ((p.a, p.b), (p.b, p.a)):
+                src._timers(p.t)
+                src._transmit(p.t, budget=1000)
+                for f in src.sock.frames:
+                    if self.rnd.random() < self.loss:
+                        continue
+                    extra = 0.0005 if self.rnd.random() < self.reorder else 0.0
+                    self.seq += 1
+                    self.push(self.heap, (p.t + self.delay + extra, self.seq, dst, bytes(f)))
+                src.sock.frames.clear()
+            p.t += dt
+            while self.heap and self.heap[0][0] <= p.t:
+                _, _, dst, f = self.pop(self.heap)
+                dst._on_roce(f, p.t)
+        assert until(), "transfer did not finish"
+
+
+@pytest.mark.parametrize("loss, reorder, seed", [(0.01, 0.0, 1), (0.0, 0.02, 2), (0.01, 0.02, 3)])
+def test_go_back_n_recovers_every_byte_under_loss_and_reordering(loss, reorder, seed):
+    p = Pair(line_rate_bps=100e6, burst_bytes=16384)
+    done = []
+    p.a.post_write(p.qa, 1 << 20, on_done=lambda qp, m: done.append(p.t))
+    DelayWire(p, delay=0.0005, loss=loss, reorder=reorder, seed=seed).run(lambda: done)
+    assert p.qb.stats["rx_bytes"] == 1 << 20 and p.qb.stats["rx_messages"] == 1
+    assert p.qb.stats["oos"] > 0 and p.qa.stats["naks_rx"] > 0 and p.qa.stats["retransmits"] > 0
+    assert p.qa.stats["lat_timeouts"] <= 3 and not p.qa.error
+    assert done[0] - 1000.0 < 3 * (1 << 20) * 8 / 100e6      # no stall: within 3x the line-rate time
+
+
+def test_queueing_delay_at_lab_rates_is_not_taken_for_loss():
+    # 10 Mb/s, the lab's default host link: one 64-packet switch queue is ~56 ms, more than the
+    # 50 ms a fixed timeout allows. The default timeout scales with the rate; a fixed one fires.
+    def transfer(**cfg):
+        p = Pair(line_rate_bps=10e6, burst_bytes=4096, **cfg)
+        p.a.post_write(p.qa, 64 * 1024)
+        DelayWire(p, delay=0.06).run(lambda: not (p.qa.pending or p.qa.outstanding))
+        return p
+    scaled = transfer()
+    assert scaled.a.cfg.ack_timeout == pytest.approx(256 * (1024 + FRAME_OVERHEAD) * 8 / 10e6)
+    assert scaled.qa.stats["lat_timeouts"] == 0 and scaled.qa.stats["retransmits"] == 0
+    fixed = transfer(lat_timeout_s=0.05)
+    assert fixed.qa.stats["lat_timeouts"] >= 1 and fixed.qb.stats["duplicates"] > 0
+
+
+def test_oos_is_counted_per_qp_for_out_of_order_arrivals():
+    p = Pair(line_rate_bps=1e9)
+    qa2 = p.a.create_qp(0x101, 0x201, B_IP, B_MAC)
+    qb2 = p.b.create_qp(0x201, 0x101, A_IP, A_MAC)
+    p.a.post_write(p.qa, 2048)                 # two packets on QP 0x100
+    p.a.post_write(qa2, 4096)                  # four on QP 0x101
+    frames = p.a_sends()
+    first = [f for f in frames if f[49] == 0x00]     # BTH destination QP, low byte
+    second = [f for f in frames if f[49] == 0x01]
+    p.to_b([first[1], first[0]] + second)      # a flowlet switch reorders QP 0x100 only
+    assert p.qb.stats["oos"] == 1 and qb2.stats["oos"] == 0
+    assert p.qb.stats["naks_tx"] == 1 and qb2.stats["naks_tx"] == 0
+    p.to_a()
+    p.to_b(p.a_sends())                        # go-back-N resends PSN 1 only
+    assert p.qb.stats["rx_bytes"] == 2048 and qb2.stats["rx_bytes"] == 4096
+    by_qpn = {q["qpn"]: q for q in p.b.report()["qps"]}
+    assert by_qpn[0x200]["oos"] == 1 and by_qpn[0x201]["oos"] == 0 and p.b.report()["oos"] == 1
 
 
 def test_ce_marks_yield_rate_limited_cnps_and_a_dcqcn_rate_cut():

@@ -16,13 +16,17 @@ A job is a JSON object; every key but ``ranks`` and ``pattern`` has a default::
       "classes": {"data": {"dscp": 26, "priority": 3, "ecn": "ect0"},
                   "cnp": {"dscp": 48, "priority": 6}, "control": {"dscp": 46, "priority": 7}},
       "nic": {"line_rate_mbps": 100, "mtu": 1024, "ack_every": 16, "ack_delay_s": 0.0005,
-              "lat_timeout_s": 0.05, "retry_count": 7, "max_outstanding": 512,
+              "lat_timeout_s": null, "retry_count": 7, "max_outstanding": 512,
               "cnp_interval_s": 0.0005, "burst_bytes": 16384, "check_icrc": true,
               "slow_rx_mbps": 0, "pfc_xoff_bytes": 65536, "pfc_xon_bytes": 16384, "pfc_quanta": 65535},
       "timeout_s": 60, "control_port": 18515, "qpn_base": 256,
       "gateway_mac": null,                # next-hop MAC for every rank (else ARP, else the peer's MAC)
       "ranks": [{"host": "h1", "ip": "10.0.0.1", "mac": "00:00:00:00:00:01", "iface": "h1-eth0"}, ...]
     }
+
+``nic.lat_timeout_s`` null (the default) means 50 ms or the time 256 full packets
+take at the line rate, whichever is longer (lab rates are scaled down, real
+timeouts are not; see ``traffic.nic``).
 
 Errors name the key that is wrong (``JobError``), never a traceback.
 """
@@ -171,7 +175,7 @@ def parse_job(data):
         mtu=_int(nic_data, "mtu", 1024, 256, 4096, w),
         ack_every=_int(nic_data, "ack_every", 16, 1, None, w),
         ack_delay_s=_num(nic_data, "ack_delay_s", 0.0005, w),
-        lat_timeout_s=_num(nic_data, "lat_timeout_s", 0.05, w),
+        lat_timeout_s=_num(nic_data, "lat_timeout_s", None, w) if nic_data.get("lat_timeout_s") is not None else None,
         retry_count=_int(nic_data, "retry_count", 7, 1, None, w),
         max_outstanding=_int(nic_data, "max_outstanding", 512, 1, None, w),
         cnp_interval_s=_num(nic_data, "cnp_interval_s", 0.0005, w, positive=False),

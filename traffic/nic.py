@@ -8,6 +8,16 @@ error) or a local ACK timeout (counted: Meta's "LAT" counter) rewinds the send
 pointer to the oldest unacknowledged packet (go-back-N). Pacing: a NIC-wide
 token bucket at the line rate and, with DCQCN on, a per-QP rate that CNPs cut.
 
+The local ACK timer runs only while the oldest unacknowledged packet is on the
+wire: it starts when that packet is (re)sent, restarts on every ACK that makes
+progress, and stands still while nothing is in flight (after a rewind, before
+the resend leaves) or the data priority is paused by PFC (the link holds the
+packets; nobody lost them). Consecutive timeouts double it (like ConnectX's
+adaptive retransmission), so a queue deeper than the timeout costs one window
+resend instead of a cascade of them. Lab rates are scaled down while real
+timeouts are not, so the default timeout grows with the time a window of
+packets takes at the line rate (see :attr:`NicConfig.ack_timeout`).
+
 Responder side: per-QP expected PSN; in-order packets are accepted and ACKed
 (coalesced: every ``ack_every`` packets, on ackreq, or after ``ack_delay_s``);
 a packet ahead of the expected PSN is counted out-of-sequence (Meta's "OOS")
@@ -36,6 +46,9 @@ PSN_MASK = 0xFFFFFF
 CTS_QPN = 0x000C75          # the QP number CTS messages are addressed to
 QUANTUM_BITS = 512
 VALID_MTUS = (256, 512, 1024, 2048, 4096)
+FRAME_OVERHEAD = 14 + 20 + 8 + 12 + 16 + 4   # Ethernet, IPv4, UDP, BTH, RETH, ICRC
+LAT_WINDOW_PACKETS = 256       # the default ACK timeout covers this many full packets
+LAT_BACKOFF_LIMIT = 4          # consecutive timeouts double the timer up to 2**4 times
 
 _U32 = struct.Struct("!I")
 _CTS = struct.Struct("!HHHHQ")
@@ -85,7 +98,7 @@ class NicConfig:
     mtu: int = 1024                    # path MTU: payload bytes per packet
     ack_every: int = 16
     ack_delay_s: float = 0.0005
-    lat_timeout_s: float = 0.05        # local ACK timeout
+    lat_timeout_s: float = None        # local ACK timeout; None: see ack_timeout
     retry_count: int = 7               # consecutive timeouts before the QP errors out
     max_outstanding: int = 512         # packets in flight per QP
     cnp_interval_s: float = 0.0005     # at most one CNP per QP per interval
@@ -108,6 +121,17 @@ class NicConfig:
                 raise ValueError(f"{where}.{name}: expected a positive integer, got {getattr(self, name)!r}")
         if not 0 < self.pfc_quanta <= 0xFFFF:
             raise ValueError(f"{where}.pfc_quanta: must be in 1..65535")
+        if self.lat_timeout_s is not None and not self.lat_timeout_s > 0:
+            raise ValueError(f"{where}.lat_timeout_s: must be positive")
+
+    @property
+    def ack_timeout(self):
+        """The local ACK timeout in seconds: lat_timeout_s, or by default 50 ms or the time
+        LAT_WINDOW_PACKETS full packets take at the line rate, whichever is longer — a
+        few switch queues' worth, so queueing at lab rates is not mistaken for loss."""
+        if self.lat_timeout_s is not None:
+            return self.lat_timeout_s
+        return max(0.05, LAT_WINDOW_PACKETS * (self.mtu + FRAME_OVERHEAD) * 8 / self.line_rate_bps)
 
 
 class Message:
@@ -143,8 +167,8 @@ class QueuePair:
         self.outstanding = deque()     # (psn, opcode, paylen, va, dma_len, imm, ackreq, msg_or_None)
         self.resend_idx = 0
         self.next_psn = 0
-        self.last_progress = 0.0
-        self.retries = 0
+        self.timer_start = 0.0         # when the local ACK timer last (re)started
+        self.retries = 0               # consecutive timeouts without progress
         self.error = None
         self.next_send = 0.0
         self.dcqcn = Dcqcn(nic.cfg.line_rate_bps, nic.cfg.dcqcn, nic.now()) if nic.cfg.dcqcn else None
@@ -197,6 +221,8 @@ class QueuePair:
     def next_packet(self):
         """The next descriptor to (re)send, appending new ones to the outstanding window."""
         if self.resend_idx < len(self.outstanding):
+            if self.resend_idx == 0:              # the oldest packet goes out again: (re)arm the timer
+                self.timer_start = self.nic.now()
             d = self.outstanding[self.resend_idx]
             self.resend_idx += 1
             self.stats["retransmits"] += 1
@@ -220,14 +246,21 @@ class QueuePair:
         if last:
             self.pending.popleft()
         if not self.outstanding:
-            self.last_progress = self.nic.now()
+            self.timer_start = self.nic.now()
         self.outstanding.append(d)
         self.resend_idx = len(self.outstanding)
         self.next_psn = (self.next_psn + 1) & PSN_MASK
         return d
 
+    def _acks_sent_psn(self, psn):
+        """True when `psn` is a packet this QP has sent and not yet seen acknowledged."""
+        out = self.outstanding
+        return bool(out) and 0 <= psn_diff(psn, out[0][0]) < len(out)
+
     def on_ack(self, psn, now):
-        """Cumulative ACK up to and including `psn`."""
+        """Cumulative ACK up to and including `psn` (stale or impossible PSNs change nothing)."""
+        if not self._acks_sent_psn(psn):
+            return
         popped = 0
         out = self.outstanding
         while out and psn_diff(out[0][0], psn) <= 0:
@@ -238,25 +271,40 @@ class QueuePair:
                 self.stats["tx_messages"] += 1
                 if msg.on_done:
                     msg.on_done(self, msg)
-        if popped:
-            self.resend_idx = max(0, self.resend_idx - popped)
-            self.last_progress = now
-            self.retries = 0
+        self.resend_idx = max(0, self.resend_idx - popped)
+        self.timer_start = now
+        self.retries = 0
 
     def on_nak(self, psn, now):
-        """PSN sequence error: the responder expects `psn`; resend from there."""
-        self.on_ack((psn - 1) & PSN_MASK, now)
+        """PSN sequence error: the responder expects `psn`; resend from there.
+
+        A NAK for a PSN already acknowledged (a late or duplicated NAK) or never
+        sent is ignored: rewinding on it would resend a whole window for nothing.
+        """
+        if not self._acks_sent_psn(psn):
+            return
+        if psn != self.outstanding[0][0]:
+            self.on_ack((psn - 1) & PSN_MASK, now)
         self.resend_idx = 0
-        self.last_progress = now
+
+    def timer_expired(self, now):
+        if not self.outstanding or self.resend_idx == 0:
+            return False        # nothing on the wire: the timer is not running
+        if self.nic.paused_until[self.nic.cfg.classes["data"].priority] > now:
+            self.timer_start = now   # PFC holds our data: a pause is not a loss
+            return False
+        timeout = self.nic.cfg.ack_timeout * (1 << min(self.retries, LAT_BACKOFF_LIMIT))
+        return now - self.timer_start > timeout
 
     def check_timeout(self, now):
-        if self.outstanding and now - self.last_progress > self.nic.cfg.lat_timeout_s:
-            self.stats["lat_timeouts"] += 1
-            self.retries += 1
-            self.last_progress = now
-            self.resend_idx = 0
-            if self.retries > self.nic.cfg.retry_count:
-                self.error = f"retry count exceeded at PSN {self.outstanding[0][0]}"
+        """Local ACK timeout: count it (LAT), back off, and go back to the oldest unacked packet."""
+        if not self.timer_expired(now):
+            return
+        self.stats["lat_timeouts"] += 1
+        self.retries += 1
+        self.resend_idx = 0
+        if self.retries > self.nic.cfg.retry_count:
+            self.error = f"retry count exceeded at PSN {self.outstanding[0][0]}"
 
     def summary(self):
         out = {"qpn": self.local_qpn, "remote_qpn": self.remote_qpn, "peer_ip": self.peer_ip,
