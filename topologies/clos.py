@@ -23,4 +23,4 @@ except ImportError as exc:
     sys.exit(f"{os.path.basename(__file__)}: {exc}; run `sudo make setup` first")
 
 if __name__ == "__main__":
-    sys.exit(shell.main(prog="clos.py", description=__doc__))
+    sys.exit(shell.script(prog="clos.py", description=__doc__))

@@ -23,4 +23,4 @@ except ImportError as exc:
     sys.exit(f"{os.path.basename(__file__)}: {exc}; run `sudo make setup` first")
 
 if __name__ == "__main__":
-    sys.exit(shell.main(prog="rail_optimized.py", description=__doc__, rails=2, leaves=4, hosts_per_leaf=2))
+    sys.exit(shell.script(prog="rail_optimized.py", description=__doc__, rails=2, leaves=4, hosts_per_leaf=2))

@@ -23,4 +23,4 @@ except ImportError as exc:
     sys.exit(f"{os.path.basename(__file__)}: {exc}; run `sudo make setup` first")
 
 if __name__ == "__main__":
-    sys.exit(shell.main(prog="three_tier.py", description=__doc__, zones=2, aggs=2, leaves=2, hosts_per_leaf=1))
+    sys.exit(shell.script(prog="three_tier.py", description=__doc__, zones=2, aggs=2, leaves=2, hosts_per_leaf=1))

@@ -10,6 +10,7 @@ as in Mininet), 143 after SIGTERM. Everything created is torn down in every case
 """
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -81,3 +82,16 @@ def main(argv=None, prog="clos.py", description=__doc__, **shape_defaults):
     except Terminated as exc:
         print(f"{prog}: {exc}; torn down", file=sys.stderr)
         return exc.exit_status
+
+
+def script(**kwargs):
+    """What a topology script runs: main(), then no Ctrl-C race on the way out.
+
+    Once main() returns everything is torn down; a Ctrl-C landing during interpreter
+    exit would otherwise kill the process by SIGINT (status -2) instead of 130."""
+    try:
+        status = main(**kwargs)
+    except KeyboardInterrupt:
+        status = 130
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return status
