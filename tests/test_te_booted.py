@@ -1,6 +1,7 @@
 """The TE app against a booted Clos (engine switches in Mininet, the fabric controller):
-a REST override moves a flow (the uplinks' tx counters show it), and taking a link
-down removes the overrides that used it."""
+a REST override moves a flow (the uplinks' tx counters show it), taking a link down
+removes the overrides that used it, the next run after the link returns re-places it,
+and the collector reads the flow back as <ingress port, destination prefix> bytes."""
 import importlib.util
 import json
 import os
@@ -165,3 +166,26 @@ def test_rest_override_moves_a_flow_and_link_down_removes_it(booted):
         assert f"leaf1:{other}" in status["down_ports"]
     finally:
         subprocess.run(["ip", "link", "set", intf, "up"], check=False)
+
+    # 4. the link is back: the next run re-places the manual override, and the flow follows it
+    deadline = time.monotonic() + 10
+    while _rest(url, "GET", "/te")[1]["down_ports"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    status, run = _rest(url, "POST", "/te/optimize")
+    assert status == 200 and not run["errors"], run
+    assert {"leaf": "leaf1", "ingress_port": 1, "dst_prefix": "10.1.2.0/24", "egress_port": other,
+            "origin": "manual"} in run["installed"], run
+    before = _uplink_tx(net, "leaf1")
+    _send(net, src.name, dst.ip, 50001)
+    delta = _moved_to(before, _uplink_tx(net, "leaf1"))
+    assert delta[other] >= flow_bytes and delta[ecmp_port] < flow_bytes / 10, delta
+
+    # 5. the collector saw the flows as <ingress port, destination prefix> bytes
+    status, run = _rest(url, "POST", "/te/optimize")
+    assert status == 200 and not run["errors"], run
+    _, demands = _rest(url, "GET", "/te/demands")
+    ours = [d for d in demands["demands"] if (d["leaf"], d["ingress_port"], d["dst_prefix"]) == ("leaf1", 1, "10.1.2.0/24")]
+    assert ours and ours[0]["rate_mbps"] > 0, demands
+    _, util = _rest(url, "GET", "/te/utilization")
+    measured = {(l["switch"], l["port"]): l.get("measured_mbps", 0) for l in util["links"]}
+    assert measured[("leaf1", other)] > 0 and measured[("leaf1", ecmp_port)] < measured[("leaf1", other)], util
