@@ -50,10 +50,11 @@ def table(name, keys, actions, default=None, const_default=False, size=1024, imp
               decl=Node("table", HERE, props=props), const_entries=None, idle_timeout=False)
 
 
-def compiled(tables=(), actions=(), externs=(), digests=(), headers=()):
+def compiled(tables=(), actions=(), externs=(), digests=(), headers=(), called=()):
     return NS(tables=OrderedDict((t.name, t) for t in tables), actions=OrderedDict((a.name, a) for a in actions),
               externs=OrderedDict((e.name, e) for e in externs),
-              digests=OrderedDict((d.name, d) for d in digests), controller_headers=list(headers))
+              digests=OrderedDict((d.name, d) for d in digests), controller_headers=list(headers),
+              called_actions=set(called))
 
 
 def by_name(items):
@@ -79,7 +80,7 @@ def test_explicit_ids_get_their_prefix_and_push_colliding_hashes_up():
     hashed_id = (1 << 24) | (P.jenkins_hash("c.b") & 0xFFFFFF)
     a = action("c.a", annos=[anno("id", hashed_id & 0xFFFFFF)])   # @id without prefix
     b = action("c.b")
-    info = P.build_p4info(compiled(actions=[a, b]))
+    info = P.build_p4info(compiled(actions=[a, b], called=["c.a", "c.b"]))
     ids = {x.preamble.name: x.preamble.id for x in info.actions}
     assert ids["c.a"] == hashed_id
     assert ids["c.b"] == hashed_id + 1
@@ -87,9 +88,10 @@ def test_explicit_ids_get_their_prefix_and_push_colliding_hashes_up():
 
 def test_wrong_prefix_and_duplicate_ids_are_errors():
     with pytest.raises(P4Error, match="wrong 8-bit prefix"):
-        P.build_p4info(compiled(actions=[action("a", annos=[anno("id", 0x02000001)])]))
+        P.build_p4info(compiled(actions=[action("a", annos=[anno("id", 0x02000001)])], called=["a"]))
     with pytest.raises(P4Error, match="also given to a"):
-        P.build_p4info(compiled(actions=[action("a", annos=[anno("id", 5)]), action("b", annos=[anno("id", 5)])]))
+        P.build_p4info(compiled(actions=[action("a", annos=[anno("id", 5)]), action("b", annos=[anno("id", 5)])],
+                                called=["a", "b"]))
 
 
 def test_field_ids_count_from_one_and_skip_explicit_ones():
@@ -142,15 +144,31 @@ def test_table_fields_refs_scopes_defaults_and_resources():
     assert [(p.id, p.name, p.bitwidth) for p in fwd_info.params] == [(2, "port", 9), (1, "mac", 48)]
 
 
-def test_non_const_default_and_unlisted_library_action():
+def test_actions_shown_are_the_listed_the_default_and_the_directly_called():
     noaction = action("NoAction", loc=CORE)
     a = action("C.a")
+    unused = action("C.unused")
+    called = action("C.called", [("flag", 1)])
     t = table("C.t", [("x", "exact", 8)], [(a, [])], default=(a, {}))
-    info = P.build_p4info(compiled([t], [noaction, a]))
-    assert [x.preamble.name for x in info.actions] == ["C.a"]   # NoAction unused: left out like p4c
+    info = P.build_p4info(compiled([t], [noaction, a, unused, called]))
+    assert [x.preamble.name for x in info.actions] == ["C.a"]   # p4c drops unused ones
     assert info.tables[0].const_default_action_id == 0
     assert info.tables[0].initial_default_action.action_id == info.actions[0].preamble.id
     assert not info.tables[0].is_const_table
+    shown = by_name(P.build_p4info(compiled([t], [noaction, a, unused, called], called=["C.called"])).actions)
+    assert set(shown) == {"C.a", "C.called"}
+    assert not shown["C.called"].params          # the call binds them: not control-plane params
+
+
+def test_implicit_noaction_default_is_a_defaultonly_ref():
+    noaction = action("NoAction", loc=CORE)
+    a = action("C.a")
+    t = table("C.t", [("x", "exact", 8)], [(a, [])], default=(noaction, {}))
+    info = P.build_p4info(compiled([t], [noaction, a]))
+    ids = {x.preamble.name: x.preamble.id for x in info.actions}
+    assert [(r.id, r.scope) for r in info.tables[0].action_refs] == [
+        (ids["C.a"], p4info_pb2.ActionRef.TABLE_AND_DEFAULT), (21257015, p4info_pb2.ActionRef.DEFAULT_ONLY)]
+    assert info.tables[0].initial_default_action.action_id == 21257015
 
 
 def test_hidden_tables_and_actions_are_left_out():
@@ -162,6 +180,16 @@ def test_hidden_tables_and_actions_are_left_out():
     assert [x.preamble.name for x in info.tables] == ["C.t1"]
     assert [x.preamble.name for x in info.actions] == ["C.shown"]
     assert len(info.tables[0].action_refs) == 1
+
+
+def test_tables_nothing_applies_are_left_out():
+    a = action("C.a")
+    used = table("C.used", [("x", "exact", 8)], [(a, [])])
+    unused = table("C.unused", [("x", "exact", 8)], [(a, [])])
+    c = compiled([used, unused], [a])
+    assert [x.preamble.name for x in P.build_p4info(c).tables] == ["C.used", "C.unused"]  # no usage info
+    c.applied_tables = {"C.used"}
+    assert [x.preamble.name for x in P.build_p4info(c).tables] == ["C.used"]
 
 
 # ---------------------------------------------------------------------------------- externs

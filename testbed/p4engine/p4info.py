@@ -13,7 +13,9 @@
 * match fields, action parameters and packet-metadata fields are numbered 1, 2, ... in
   declaration order, skipping numbers taken by `@id` on a sibling.
 
-Objects annotated `@hidden` are left out. The preamble alias is the shortest '.'-suffix of
+Objects annotated `@hidden` are left out, and so are tables nothing applies and actions
+nothing lists or calls (`compiled.applied_tables` / `compiled.called_actions`), as p4c's
+unused-declaration pass removes them before it writes the P4Info. The preamble alias is the shortest '.'-suffix of
 the name that no other control-plane name shares, as p4c computes it.
 """
 from collections import OrderedDict
@@ -167,7 +169,10 @@ class _Builder:
         self.c = compiled
         self.ids = IdAllocator()
         self.p4info = p4info_pb2.P4Info()
-        self.tables = [t for t in compiled.tables.values() if not _hidden(t.annos)]
+        # p4c drops tables nothing applies (when the compiler says which are applied)
+        applied = getattr(compiled, "applied_tables", None)
+        self.tables = [t for t in compiled.tables.values()
+                       if not _hidden(t.annos) and (applied is None or t.name in applied)]
         self.actions = self._visible_actions()
         self.externs = list(compiled.externs.values())
         self.digests = list(getattr(compiled, "digests", {}).values())
@@ -179,17 +184,20 @@ class _Builder:
                     self.table_of.setdefault(ext.name, []).append(t.name)
 
     def _visible_actions(self):
-        """Actions a controller can name. Like p4c after its unused-declaration pass, a
-        library action (core.p4's NoAction) only appears if some table lists it."""
-        listed = {a.name for t in self.c.tables.values() for a, _ in t.actions}
-        out = []
-        for a in self.c.actions.values():
-            if _hidden(a.annos):
-                continue
-            if a.name not in listed and _from_library(a):
-                continue
-            out.append(a)
-        return out
+        """Actions as p4c lists them after its unused-declaration pass: those a table lists
+        (or uses as its default), plus those a control's apply block calls directly
+        (`compiled.called_actions`, when the compiler records it) — the latter without
+        parameters, since the call binds them. Actions only called by other actions are
+        inlined by p4c and do not appear."""
+        listed = set()
+        for t in self.tables:
+            listed.update(a.name for a, _ in t.actions)
+            if t.default_action is not None and t.default_action[0] is not None:
+                listed.add(t.default_action[0].name)
+        called = set(getattr(self.c, "called_actions", None) or ())
+        self.bound_params = called - listed
+        return [a for a in self.c.actions.values()
+                if (a.name in listed or a.name in called) and not _hidden(a.annos)]
 
     # -- symbols
     def collect(self):
@@ -272,6 +280,12 @@ class _Builder:
                 ref.scope = p4info_pb2.ActionRef.DEFAULT_ONLY
                 ref.annotations.append("@defaultonly")
         default = t.default_action
+        if default is not None and default[0] is not None and not _hidden(default[0].annos) \
+                and default[0].name not in {a.name for a, _ in t.actions}:
+            # P4_16: a table without default_action runs NoAction; p4c lists it @defaultonly.
+            ref = msg.action_refs.add(id=self.ids[(PREFIX.ACTION, default[0].name)])
+            ref.scope = p4info_pb2.ActionRef.DEFAULT_ONLY
+            ref.annotations.append("@defaultonly")
         if default is not None and default[0] is not None and not _hidden(default[0].annos):
             action, args = default
             action_id = self.ids[(PREFIX.ACTION, action.name)]
@@ -301,6 +315,8 @@ class _Builder:
 
     def action(self, msg, a):
         self.preamble(msg, PREFIX.ACTION, a.name)
+        if a.name in self.bound_params:
+            return
         for (param, width), param_id in zip(a.runtime_params, field_ids(_param_annotations(a))):
             msg.params.add(id=param_id, name=param, bitwidth=width)
 
@@ -373,11 +389,6 @@ class _Builder:
             if _hidden(fannos):
                 continue
             msg.metadata.add(id=field_id, name=field, bitwidth=ftype.width)
-
-
-def _from_library(action):
-    loc = getattr(getattr(action, "decl", None), "loc", None)
-    return loc is not None and str(loc.file).endswith(("core.p4", "v1model.p4"))
 
 
 def _loc(info):
