@@ -636,7 +636,10 @@ control FabricIngress(inout headers_t hdr,
                     }
                     flowlet_last_seen.write(slot, now);
                 } else {
-                    hash(meta.ecmp_member, HashAlgorithm.crc16, (bit<16>)0,
+                    /* crc32, not crc16: BMv2's crc16 polynomial has an (x + 1) factor, and its
+                     * low bits take only two values when just the QPN varies, so QPs would
+                     * use 2 of 4 members. */
+                    hash(meta.ecmp_member, HashAlgorithm.crc32, (bit<16>)0,
                          { meta.hash_seed, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, hdr.ipv4.protocol,
                            meta.l4_sport, meta.l4_dport, meta.hash_qpn },
                          meta.ecmp_size);

@@ -7,6 +7,7 @@ setter twice writes nothing the second time. All methods are thread-safe and run
 plain threads (never call them from eventlet green threads: gRPC and green threads do
 not mix).
 """
+from dataclasses import replace
 import logging
 import threading
 
@@ -245,6 +246,19 @@ class FabricController:
         """{dscp: priority}; replaces the whole map (unlisted DSCPs go to priority 0)."""
         self._set_knobs(switches, lambda k: k.with_dscp_map(mapping))
 
+    def set_knobs(self, knobs, switches=None):
+        """Replace every knob at once with `knobs` (a Knobs; each switch keeps its hash seed)."""
+        knobs.check()
+        self._set_knobs(switches, lambda current: replace(knobs, hash_seed=current.hash_seed))
+
+    def refresh(self, switches=None):
+        """Forget what this controller believes `switches` hold: the next operation reads the
+        switch again (after another controller, e.g. `rocelab fabric`, changed it)."""
+        with self._lock:
+            for name in self._targets(switches):
+                self.installed[name] = None
+                self._knobs_known[name] = False
+
     def get_knobs(self, switch):
         with self._lock:
             self._state(switch)
@@ -361,7 +375,6 @@ class FabricController:
 
 def _seeded(knobs, switch):
     # Different hash seeds per switch keep tiers from making correlated choices (polarization).
-    from dataclasses import replace
     return replace(knobs, hash_seed=switch.device_id & 0xFFFF)
 
 

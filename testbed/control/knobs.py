@@ -239,7 +239,7 @@ def knobs_from_entries(entries, base=None, switch=None):
         elif e.table == N.DSCP_TO_PRIORITY and e.action == N.SET_PRIORITY:
             dscp_map[e.match[0][1]] = e.param("priority")
         elif e.table == N.ECN_CONFIG and e.action == N.SET_ECN_THRESHOLDS:
-            ecn[e.match[0][1]] = EcnProfile(e.param("kmin"), e.param("kmax"), e.param("pmax") / PMAX_SCALE)
+            ecn[e.match[0][1]] = EcnProfile(e.param("kmin"), e.param("kmax"), _pmax_from_scaled(e.param("pmax")))
         elif e.table == N.PFC_EGRESS_CONFIG and e.action == N.SET_PFC_EGRESS:
             pfc_eg[e.match[0][1]] = PfcConfig(e.param("xoff"), e.param("xon"), e.param("refresh_us"))
         elif e.table == N.PFC_INGRESS_CONFIG and e.action == N.SET_PFC_INGRESS:
@@ -259,9 +259,24 @@ def _pause_from_quanta(quanta, switch, default):
         return default
     fastest = max(ports, key=lambda p: p.rate_mbps)
     estimate = round(quanta[fastest.number] * PFC_QUANTUM_BITS / fastest.rate_mbps)
-    # quanta were rounded per port: look near the estimate for a time that explains them all
-    for delta in sorted(range(-64, 65), key=abs):
-        pause_us = estimate + delta
-        if pause_us >= 1 and all(pause_quanta(pause_us, p.rate_mbps) == quanta[p.number] for p in ports):
-            return pause_us
-    return max(1, estimate)
+    # quanta were rounded per port: of the times near the estimate that explain them all,
+    # the roundest is the one a person set (5000 rather than 5018)
+    fits = [t for t in range(max(1, estimate - 64), estimate + 65)
+            if all(pause_quanta(t, p.rate_mbps) == quanta[p.number] for p in ports)]
+    if not fits:
+        return max(1, estimate)
+    return max(fits, key=lambda t: (_trailing_zeros(t), -abs(t - estimate)))
+
+
+def _trailing_zeros(n):
+    text = str(n)
+    return len(text) - len(text.rstrip("0"))
+
+
+def _pmax_from_scaled(scaled):
+    """The shortest decimal probability that scales to `scaled` (0.2, not 0.1999969...)."""
+    for digits in range(1, 7):
+        p = round(scaled / PMAX_SCALE, digits)
+        if round(p * PMAX_SCALE) == scaled:
+            return p
+    return scaled / PMAX_SCALE

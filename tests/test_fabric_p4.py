@@ -1,0 +1,496 @@
+"""p4/fabric.p4 on the embedded engine, packet in -> packets out, with every entry installed
+by the real FabricController over P4Runtime (testbed.p4rt.server on loopback).
+
+The switch is leaf1 of a 4-spine/2-leaf/2-hosts-per-leaf Clos: hosts on ports 1-2, one
+uplink per spine on ports 3-6, so remote subnets go through a 4-member ECMP group.
+Packets are pushed through the engine's Pipeline (CONTRACT.md): `process` for a
+zero-delay traffic manager, `ingress` + `egress` where a test sets queue depths.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+from scapy.all import IP, UDP, Ether, Raw
+from scapy.contrib.mac_control import MACControlClassBasedFlowControl
+from scapy.contrib.roce import BTH
+
+from testbed import P4_DIR
+from testbed.clos import CPU_PORT, ClosSpec, build
+
+
+def _engine_missing():
+    try:
+        from testbed.p4engine import compile_file  # noqa: F401
+    except ImportError as exc:
+        return f"the P4 engine cannot compile programs in this checkout yet ({exc})"
+    return None
+
+
+pytestmark = pytest.mark.skipif(bool(_engine_missing()), reason=_engine_missing() or "")
+
+UPLINKS = (3, 4, 5, 6)
+ROCE_DSCP, CNP_DSCP = 26, 48
+REGISTERS = ("pfc_paused", "pfc_last_xoff_us", "queue_occupancy", "FabricIngress.flowlet_last_seen",
+             "FabricIngress.flowlet_member", "FabricIngress.ecmp_member_load")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def fab(tmp_path_factory):
+    from testbed.control import FabricController
+    from testbed.p4rt.server import P4RuntimeServer
+    from testbed.switch.datapath import Switch
+
+    spec = ClosSpec(spines=4, leaves=2, hosts_per_leaf=2)
+    leaf_device = 5                        # spines are devices 1-4, then leaf1
+    spec.grpc_base_port = _free_port() - leaf_device
+    clos = build(spec)
+    leaf = clos.switches["leaf1"]
+    assert leaf.device_id == leaf_device
+    switch = Switch({}, cpu_port=CPU_PORT)
+    server = P4RuntimeServer(switch, device_id=leaf.device_id, address=leaf.grpc_addr).start()
+    ctl = FabricController(clos, switches=["leaf1"])
+    path = tmp_path_factory.mktemp("fabric") / "fabric.json"
+    clos.save(path)
+    try:
+        ctl.connect(timeout=10)
+        ctl.push_pipeline()
+        ctl.install_defaults()
+        yield SimpleNamespace(clos=clos, leaf=leaf, switch=switch, server=server, ctl=ctl,
+                              defaults=ctl.get_knobs("leaf1"), path=str(path))
+    finally:
+        ctl.close()
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh(fab):
+    """Every test starts from the default knobs and empty PFC/flowlet state."""
+    fab.ctl.set_knobs(fab.defaults)
+    pipeline = fab.switch.pipeline
+    with fab.switch.lock:
+        for name in REGISTERS:
+            reg = pipeline.registers[name]
+            for i in range(reg.size):
+                reg.write(i, 0)
+    yield
+
+
+# --- packets ------------------------------------------------------------------------------
+
+def roce(fab, src="10.1.1.1", dst="10.1.2.1", sport=49152, qpn=0x11, dscp=ROCE_DSCP, ecn=2, ttl=64,
+         in_port=1, payload=64):
+    """A RoCEv2 SEND-only frame as the host (or spine) on `in_port` sends it to leaf1."""
+    port = fab.leaf.ports[in_port]
+    frame = (Ether(src="02:99:00:00:00:01", dst=port.mac)
+             / IP(src=src, dst=dst, tos=(dscp << 2) | ecn, ttl=ttl)
+             / UDP(sport=sport, dport=4791) / BTH(opcode=0x04, dqpn=qpn, psn=7) / Raw(bytes(payload)))
+    return bytes(frame)
+
+
+def process(fab, port, frame, now_us=0):
+    with fab.switch.lock:
+        return fab.switch.pipeline.process(port, frame, now_us)
+
+
+def out_port(fab, frame, port=1, now_us=0):
+    out = process(fab, port, frame, now_us)
+    assert len(out) == 1, out
+    return out[0][0]
+
+
+def ingress(fab, port, frame, now_us=0):
+    with fab.switch.lock:
+        return fab.switch.pipeline.ingress(port, frame, now_us)
+
+
+def egress(fab, job, depth, now_us=0, deq_depth=None):
+    with fab.switch.lock:
+        return fab.switch.pipeline.egress(job, now_us, now_us, depth, 0, depth if deq_depth is None else deq_depth)
+
+
+def counters(fab):
+    return fab.ctl.read_counters("leaf1")["leaf1"]
+
+
+def pfc_frame(data):
+    """(port-facing fields of) a generated PFC frame: dst, ethertype, opcode, class vector, times."""
+    assert len(data) == 60, data.hex()
+    return {"dst": data[0:6].hex(), "src": data[6:12].hex(), "type": data[12:14].hex(), "opcode": data[14:16].hex(),
+            "classes": int.from_bytes(data[16:18], "big"),
+            "times": [int.from_bytes(data[18 + 2 * i:20 + 2 * i], "big") for i in range(8)]}
+
+
+# --- routing --------------------------------------------------------------------------------
+
+def test_host_route_rewrites_macs_decrements_ttl_and_fixes_the_checksum(fab):
+    frame = roce(fab, dst="10.1.1.2", ttl=9)
+    out = process(fab, 1, frame)
+    assert [port for port, _ in out] == [2]
+    pkt = Ether(out[0][1])
+    assert pkt.src == fab.leaf.ports[2].mac
+    assert pkt.dst == fab.clos.hosts["h2"].nics[0].mac
+    assert pkt[IP].ttl == 8
+    check = IP(bytes(pkt[IP]))
+    sent = check.chksum
+    del check.chksum
+    assert IP(bytes(check)).chksum == sent
+    assert out[0][1][34:] == frame[34:]            # UDP, BTH, payload and ICRC untouched
+
+
+def test_longest_prefix_wins_and_misses_ttl_and_bad_checksums_drop_with_reasons(fab):
+    from testbed.p4engine.tables import ActionCall, Lpm
+    lpm = fab.switch.pipeline.tables["FabricIngress.ipv4_lpm"]
+    wide = [Lpm(0x0A010000, 16)]                                 # 10.1.0.0/16 -> port 2
+    with fab.switch.lock:
+        lpm.insert(wide, ActionCall("FabricIngress.route_to_port",
+                                    {"route_id": 200, "port": 2, "smac": 1, "dmac": 2}))
+    try:
+        assert out_port(fab, roce(fab, dst="10.1.7.7")) == 2        # only the /16 covers it
+        assert out_port(fab, roce(fab, dst="10.1.2.1")) in UPLINKS  # the /24 is longer
+        assert out_port(fab, roce(fab, dst="10.1.1.2")) == 2        # the /32 is longest
+    finally:
+        with fab.switch.lock:
+            lpm.delete(wide)
+
+    before = counters(fab)["drops"]
+    assert process(fab, 1, roce(fab, dst="10.9.9.9")) == []
+    assert process(fab, 1, roce(fab, ttl=1)) == []
+    assert process(fab, 1, roce(fab, ttl=0)) == []
+    bad = bytearray(roce(fab))
+    bad[24] ^= 0xFF                                                 # IPv4 header checksum
+    assert process(fab, 1, bytes(bad)) == []
+    after = counters(fab)["drops"]
+    delta = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    assert delta == {"no_route": 1, "ttl_expired": 2, "bad_checksum": 1}
+
+
+# --- ECMP -----------------------------------------------------------------------------------
+
+def test_64_qps_of_one_5tuple_share_one_member_in_5tuple_mode_and_spread_in_qpn_mode(fab):
+    qps = [roce(fab, qpn=0x100 + q) for q in range(64)]
+    fab.ctl.set_hash_mode("5tuple")
+    assert len({out_port(fab, f) for f in qps}) == 1
+    fab.ctl.set_hash_mode("qpn")
+    spread = [out_port(fab, f) for f in qps]
+    assert set(spread) == set(UPLINKS)
+    assert min(spread.count(p) for p in UPLINKS) >= 4        # not 61 on one and 1 on the rest
+    # the choice is a function of the packet: the same QP always takes the same member
+    assert [out_port(fab, f) for f in qps] == spread
+
+
+def test_ecmp_rewrites_macs_for_the_chosen_spine(fab):
+    out = process(fab, 1, roce(fab))
+    port, data = out[0]
+    spine = fab.leaf.ports[port].peer
+    pkt = Ether(data)
+    assert pkt.src == fab.leaf.ports[port].mac
+    assert pkt.dst == fab.clos.switches[spine].ports[fab.leaf.ports[port].peer_port].mac
+
+
+def test_a_flow_keeps_its_member_within_the_flowlet_gap_and_may_move_after_it(fab):
+    gap = 1000
+    fab.ctl.set_hash_mode("flowlet")
+    fab.ctl.set_flowlet_gap_us(gap)
+    frame = roce(fab)
+    now, members = 0, []
+    for _flowlet in range(12):
+        ports = {out_port(fab, frame, now_us=now + i * (gap // 2)) for i in range(20)}  # 19 gaps < gap
+        assert len(ports) == 1, f"a flowlet was split across {ports}"
+        members.append(ports.pop())
+        now += 20 * (gap // 2) + 5 * gap                                             # idle > gap
+    # a random choice per flowlet: 12 flowlets on one member of 4 would be (1/4)^11
+    assert len(set(members)) > 1, members
+
+
+def test_least_loaded_flowlets_prefer_the_member_that_carried_fewer_bytes(fab):
+    fab.ctl.set_hash_mode("flowlet")
+    fab.ctl.set_flowlet_gap_us(10)
+    fab.ctl.set_flowlet_choice("least_loaded")
+    load = fab.switch.pipeline.registers["FabricIngress.ecmp_member_load"]
+    with fab.switch.lock:
+        for member in range(3):
+            load.write((1 << 6) | member, 10**9)                 # group 1, members 0-2 busy
+    ports = [out_port(fab, roce(fab), now_us=100 * i) for i in range(200)]
+    idle = fab.leaf.ports[UPLINKS[3]].number
+    # power of two choices: the idle member wins whenever it is drawn (p = 1/2; random: 1/4)
+    assert ports.count(idle) > 75, {p: ports.count(p) for p in UPLINKS}
+
+
+# --- QoS, ECN, PFC --------------------------------------------------------------------------
+
+def test_dscp_selects_the_queue_and_the_map_is_a_runtime_knob(fab):
+    def queue(dscp):
+        jobs = ingress(fab, 1, roce(fab, dscp=dscp, dst="10.1.1.2"))
+        assert len(jobs) == 1
+        return jobs[0].priority
+
+    assert [queue(d) for d in (ROCE_DSCP, CNP_DSCP, 46, 56, 0, 10)] == [3, 6, 7, 7, 0, 0]
+    fab.ctl.set_dscp_map({10: 5, 26: 2})
+    assert [queue(d) for d in (10, ROCE_DSCP, CNP_DSCP)] == [5, 2, 0]
+
+
+def test_ecn_marking_probability_follows_kmin_kmax_pmax(fab):
+    fab.ctl.set_pfc(False)                      # deep queues here must not also pause anyone
+    fab.ctl.set_ecn(10, 30, 0.5)
+    frame = roce(fab, dst="10.1.1.2", ecn=2)
+    n = 400
+
+    def marked_fraction(depth, data=frame):
+        marked = 0
+        for _ in range(n):
+            (job,) = ingress(fab, 1, data)
+            tx, more = egress(fab, job, depth)
+            assert len(tx) == 1 and more == []
+            marked += Ether(tx[0][1])[IP].tos & 3 == 3
+        return marked / n
+
+    before = counters(fab)["ports"][2][3]["ecn_marks"]
+    # probability pmax * (depth - kmin) / (kmax - kmin) between the thresholds, all above Kmax
+    expected = {5: 0.0, 10: 0.0, 20: 0.25, 30: 0.5, 31: 1.0, 60: 1.0}
+    seen = {depth: marked_fraction(depth) for depth in expected}
+    for depth, p in expected.items():
+        assert abs(seen[depth] - p) < 0.08, seen
+    assert marked_fraction(60, roce(fab, dst="10.1.1.2", ecn=0)) == 0.0     # not ECN-capable
+    marks = counters(fab)["ports"][2][3]["ecn_marks"] - before
+    assert marks == round(sum(seen.values()) * n)
+    fab.ctl.disable_ecn()
+    assert marked_fraction(60) == 0.0
+
+
+def test_queue_above_xoff_sends_pfc_to_the_ingress_port_then_xon(fab):
+    fab.ctl.set_pfc(xoff=24, xon=12, refresh_us=500)
+    frame = roce(fab, dst="10.1.1.2", in_port=3, src="10.1.2.1")   # from spine1 to h2
+    before = counters(fab)["ports"][3][3]["pfc_tx"]
+
+    # ingress sees the queue it feeds: packets 1-24 fill it, the 25th finds 24 waiting -> XOFF
+    originals = []
+    for i in range(24):
+        jobs = ingress(fab, 3, frame, now_us=10)
+        assert [j.egress_port for j in jobs] == [2], f"packet {i + 1}"
+        originals += jobs
+    jobs = ingress(fab, 3, frame, now_us=10)
+    assert sorted(j.egress_port for j in jobs) == [2, 3]
+    clone = next(j for j in jobs if j.egress_port == 3)
+    tx, more = egress(fab, clone, 0, now_us=10)
+    assert [p for p, _ in tx] == [3] and more == []
+    xoff = pfc_frame(tx[0][1])
+    expected_quanta = round(fab.defaults.pfc_pause_us * fab.leaf.ports[3].rate_mbps / 512)
+    assert xoff == {"dst": "0180c2000001", "src": fab.leaf.ports[3].mac.replace(":", ""), "type": "8808",
+                    "opcode": "0101", "classes": 1 << 3,
+                    "times": [0, 0, 0, expected_quanta, 0, 0, 0, 0]}
+    # the MAC-control dissector agrees
+    assert Ether(tx[0][1])[MACControlClassBasedFlowControl].c3_pause_time == expected_quanta
+
+    # rate-limited: no second XOFF within the refresh interval, one after it
+    assert len(ingress(fab, 3, frame, now_us=400)) == 1
+    refreshed = ingress(fab, 3, frame, now_us=600)
+    assert sorted(j.egress_port for j in refreshed) == [2, 3]
+    tx, _ = egress(fab, next(j for j in refreshed if j.egress_port == 3), 0, now_us=600)
+    assert pfc_frame(tx[0][1]) == xoff
+
+    # the queue drains: a packet dequeued at or below XON sends the zero-quanta XON
+    tx, more = egress(fab, originals[0], 20, now_us=700, deq_depth=12)
+    assert [p for p, _ in tx] == [2] and len(more) == 1
+    tx, _ = egress(fab, more[0], 0, now_us=700)
+    xon = pfc_frame(tx[0][1])
+    assert (tx[0][0], xon["classes"], xon["times"]) == (3, 1 << 3, [0] * 8)
+    # and only once
+    tx, more = egress(fab, originals[1], 2, now_us=800, deq_depth=1)
+    assert more == []
+
+    # egress also sees a deep queue (enq_qdepth) and pauses the upstream again
+    tx, more = egress(fab, originals[2], 30, now_us=900)
+    assert len(more) == 1 and pfc_frame(egress(fab, more[0], 0)[0][0][1])["times"][3] == expected_quanta
+    assert counters(fab)["ports"][3][3]["pfc_tx"] - before == 4      # XOFF, refresh, XON, XOFF
+
+
+def test_pfc_stays_quiet_on_lossy_priorities_and_when_off(fab):
+    lossy = roce(fab, dst="10.1.1.2", dscp=0)
+    assert all(len(ingress(fab, 1, lossy)) == 1 for _ in range(40))
+    fab.ctl.set_pfc(False)
+    lossless = roce(fab, dst="10.1.1.2")
+    assert all(len(ingress(fab, 1, lossless)) == 1 for _ in range(40))
+    (job,) = ingress(fab, 1, lossless)
+    assert egress(fab, job, 100)[1] == []
+
+
+def test_received_pfc_is_counted_and_punted_to_the_controller(fab):
+    pause = bytes(Ether(src="02:10:00:01:00:01", dst="01:80:c2:00:00:01", type=0x8808)
+                  / MACControlClassBasedFlowControl(c3_enabled=1, c3_pause_time=100, c6_enabled=1, c6_pause_time=5))
+    before = counters(fab)
+    punted = fab.ctl.punted["leaf1"]["pfc"]
+    out = process(fab, 4, pause)
+    assert [p for p, _ in out] == [CPU_PORT]
+    header = int.from_bytes(out[0][1][:3], "big")               # packet_in: port 9, reason 8, pad 7
+    assert (header >> 15, (header >> 7) & 0xFF) == (4, 1)
+    assert out[0][1][3:3 + len(pause)] == pause
+    fab.switch.packet_in_handler(out[0][1])                      # what the datapath does with CPU frames
+    deadline = time.monotonic() + 5
+    while fab.ctl.punted["leaf1"]["pfc"] == punted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    after = counters(fab)
+    assert after["punted"]["pfc"] == punted + 1
+    assert [after["ports"][4][q]["pfc_rx"] - before["ports"][4][q]["pfc_rx"] for q in range(8)] == \
+        [0, 0, 0, 1, 0, 0, 1, 0]
+
+
+def test_packet_out_leaves_by_the_port_the_controller_names(fab):
+    frame = roce(fab)
+    header = ((5 << 7) | 0).to_bytes(2, "big")                   # packet_out: port 9, pad 7
+    assert process(fab, CPU_PORT, header + frame) == [(5, frame)]
+
+
+# --- TE overrides, links, counters ----------------------------------------------------------
+
+def test_te_override_beats_ecmp_and_its_removal_restores_ecmp(fab):
+    from testbed.control import ControlError
+    frame = roce(fab, sport=50001)
+    ecmp_port = out_port(fab, frame, port=1)
+    assert out_port(fab, frame, port=2) == ecmp_port             # the ingress port is not hashed
+    other = next(p for p in UPLINKS if p != ecmp_port)
+    fab.ctl.add_te_override("leaf1", 1, "10.1.2.0/24", other)
+    out = process(fab, 1, frame)
+    assert [p for p, _ in out] == [other]
+    assert Ether(out[0][1]).src == fab.leaf.ports[other].mac
+    assert out_port(fab, frame, port=2) == ecmp_port             # other ingress ports keep ECMP
+    held = fab.ctl.te_overrides()
+    assert [(o["leaf"], o["ingress_port"], o["dst_prefix"], o["egress_port"], o["packets"]) for o in held] == \
+        [("leaf1", 1, "10.1.2.0/24", other, 1)]
+    assert fab.ctl.remove_te_override("leaf1", 1, "10.1.2.0/24") is True
+    assert out_port(fab, frame, port=1) == ecmp_port
+    assert fab.ctl.te_overrides() == []
+    assert fab.ctl.remove_te_override("leaf1", 1, "10.1.2.0/24") is False
+    with pytest.raises(ControlError, match="egress port 9 does not exist"):
+        fab.ctl.add_te_override("leaf1", 1, "10.1.2.0/24", 9)
+    with pytest.raises(ControlError, match="no route for 10.7.0.0/16"):
+        fab.ctl.add_te_override("leaf1", 1, "10.7.0.0/16", 3)
+
+
+def test_link_down_takes_the_member_out_of_the_group_and_up_brings_it_back(fab):
+    fab.ctl.set_hash_mode("qpn")
+    qps = [roce(fab, qpn=q) for q in range(64)]
+    fab.ctl.link_status("leaf1", "spine2", up=False)
+    try:
+        assert set(out_port(fab, f) for f in qps) == {3, 5, 6}
+    finally:
+        fab.ctl.link_status("leaf1", "spine2", up=True)
+    assert set(out_port(fab, f) for f in qps) == set(UPLINKS)
+
+
+def test_counters_count_rx_tx_drops_members_and_demands(fab):
+    before = counters(fab)
+    local = [roce(fab, dst="10.1.1.2", payload=100 + i) for i in range(5)]
+    remote = [roce(fab, qpn=q) for q in range(4)]
+    expired = [roce(fab, ttl=1) for _ in range(3)]
+    for frame in local + remote + expired:
+        process(fab, 1, frame)
+    after = counters(fab)
+
+    def delta(*path):
+        a, b = after, before
+        for key in path:
+            a, b = a[key], b[key]
+        return a - b
+
+    sent = local + remote + expired
+    assert delta("ports", 1, 3, "rx_packets") == len(sent)
+    assert delta("ports", 1, 3, "rx_bytes") == sum(len(f) for f in sent)
+    assert delta("ports", 1, 3, "drop_packets") == 3
+    assert delta("port_totals", 1, "rx_packets") == len(sent)
+    assert delta("ports", 2, 3, "tx_packets") == 5
+    assert sum(delta("ports", p, 3, "tx_packets") for p in UPLINKS) == 4
+    assert delta("drops", "ttl_expired") == 3
+    members = lambda c: sum(m["packets"] for m in c["ecmp_members"])   # noqa: E731
+    assert members(after) - members(before) == 4
+    demand = {d["dst_prefix"]: d for d in after["demands"] if d["ingress_port"] == 1}
+    old = {d["dst_prefix"]: d for d in before["demands"] if d["ingress_port"] == 1}
+    assert demand["10.1.1.2/32"]["packets"] - old.get("10.1.1.2/32", {"packets": 0})["packets"] == 5
+    assert demand["10.1.2.0/24"]["bytes"] - old.get("10.1.2.0/24", {"bytes": 0})["bytes"] == \
+        sum(len(f) for f in remote)
+
+
+# --- controller behaviour against a switch ---------------------------------------------------
+
+def test_setting_a_knob_twice_writes_nothing_the_second_time(fab):
+    writes = []
+    conn = fab.ctl.connections["leaf1"]
+    original = conn.write_entries
+    conn.write_entries = lambda kind, entries, what="": (writes.append((kind, len(entries))),
+                                                         original(kind, entries, what))[1]
+    try:
+        fab.ctl.set_ecn(8, 40, 0.3)
+        fab.ctl.set_ecn(8, 40, 0.3)
+        fab.ctl.install_defaults()
+    finally:
+        del conn.write_entries
+    assert writes == [("MODIFY", 1)]
+    table = fab.switch.pipeline.tables["FabricEgress.ecn_config"]
+    (entry,) = table.entries()
+    assert entry.action.args == {"kmin": 8, "kmax": 40, "pmax": round(0.3 * 65536)}
+
+
+def test_a_second_controller_learns_the_knobs_from_the_switch(fab):
+    from testbed.control import FabricController
+    fab.ctl.set_hash_mode("flowlet", qp_aware=True)
+    fab.ctl.set_pfc(30, 10, priorities=(3, 5), pause_us=5000)
+    other = FabricController(fab.clos, switches=["leaf1"], role="second")
+    try:
+        other.connect(timeout=5)
+        assert other.get_knobs("leaf1") == fab.ctl.get_knobs("leaf1")
+    finally:
+        other.close()
+
+
+def test_bad_knobs_are_refused_before_anything_is_written(fab):
+    from testbed.control import KnobError
+    with pytest.raises(KnobError, match="XON"):
+        fab.ctl.set_pfc(10, 20)
+    with pytest.raises(KnobError, match="hash mode 'ecmp'"):
+        fab.ctl.set_hash_mode("ecmp")
+    assert fab.ctl.get_knobs("leaf1") == fab.defaults
+
+
+def test_cli_tunes_the_running_switch_and_reads_its_counters(fab):
+    rocelab = [sys.executable, "-m", "testbed.cli"]
+    env = dict(os.environ, ROCELAB_FABRIC=fab.path)
+
+    def run(*args):
+        return subprocess.run(rocelab + list(args), capture_output=True, text=True, env=env, timeout=60)
+
+    done = run("fabric", "hash", "qpn", "--switch", "leaf1")
+    assert done.returncode == 0, done.stderr
+    done = run("fabric", "ecn", "4", "12", "0.75", "--switch", "leaf1")
+    assert done.returncode == 0, done.stderr
+    fab.ctl.refresh()
+    knobs = fab.ctl.get_knobs("leaf1")
+    assert (knobs.hash_mode, knobs.ecn[3].kmin, knobs.ecn[3].kmax, knobs.ecn[3].pmax) == ("qpn", 4, 12, 0.75)
+    config = fab.switch.pipeline.tables["FabricIngress.ecmp_config"].get_default()
+    assert config.args["qp_aware"] == 1
+
+    process(fab, 1, roce(fab, dst="10.1.1.2"))
+    done = run("stats", "leaf1", "--json")
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert stats["leaf1"]["port_totals"]["2"]["tx_packets"] >= 1
+    done = run("stats", "leaf1")
+    assert done.returncode == 0 and "leaf1 (leaf)" in done.stdout
+
+    # user errors: one line naming the problem, no traceback
+    done = run("fabric", "ecn", "30", "10", "0.5", "--switch", "leaf1")
+    assert done.returncode == 2 and "Kmin (30) must be below Kmax (10)" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = run("fabric", "te", "add", "leaf1", "1", "10.1.2.0/24", "77", "--switch", "leaf1")
+    assert done.returncode == 2 and "egress port 77 does not exist" in done.stderr
+    done = run("fabric", "show", "--switch", "leaf9")
+    assert done.returncode == 2 and "unknown switch(es) leaf9" in done.stderr
