@@ -430,7 +430,8 @@ class _Report:
 class StfRunner:
     """Runs parsed STF commands against a Pipeline (testbed/p4engine/CONTRACT.md)."""
 
-    def __init__(self, pipeline, out=sys.stdout, filename="<stf>"):
+    def __init__(self, pipeline, out=None, filename="<stf>"):
+        out = out or sys.stdout       # looked up per call: sys.stdout may have been replaced
         self.pipeline = pipeline
         self.report = _Report(out)
         self.filename = filename
@@ -946,11 +947,12 @@ def _spaced(hex_text):
 
 # ====================================================================== entry point
 
-def run_stf(program_path, stf_path, include_dirs=(), out=sys.stdout, defines=None, log=None):
+def run_stf(program_path, stf_path, include_dirs=(), out=None, defines=None, log=None):
     """Compile `program_path`, run `stf_path` against it; 0 only if every expectation holds.
 
     `log`: None or callable(str), given the pipeline's per-packet trace (`rocelab p4 test -v`).
     """
+    out = out or sys.stdout
     try:
         with open(stf_path) as f:
             text = f.read()
@@ -972,8 +974,9 @@ def run_stf(program_path, stf_path, include_dirs=(), out=sys.stdout, defines=Non
     return StfRunner(pipeline, out=out, filename=str(stf_path)).run(commands)
 
 
-def run_stf_text(pipeline, text, out=sys.stdout, filename="<stf>"):
+def run_stf_text(pipeline, text, out=None, filename="<stf>"):
     """Run STF `text` against an existing pipeline (tests, the switch's self-check)."""
+    out = out or sys.stdout
     try:
         commands = parse_stf(text, filename)
     except StfError as exc:
