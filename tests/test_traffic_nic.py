@@ -369,6 +369,24 @@ def test_slow_receiver_emits_pfc_above_xoff_and_resumes_below_xon():
     assert xon and xon[-1][24:26] == b"\x00\x00" and p.b.stats["pfc_tx"] >= 2
 
 
+def test_slow_receiver_hands_payload_to_the_host_at_its_drain_rate_oldest_first():
+    p = Pair(line_rate_bps=1e9, slow_rx_bps=8e6)               # 1 MB/s
+    qa2 = p.a.create_qp(0x101, 0x201, B_IP, B_MAC)
+    qb2 = p.b.create_qp(0x201, 0x101, A_IP, A_MAC)
+    consumed = []
+    p.b.on_rx_consumed = lambda qp, n: consumed.append((qp.local_qpn, n))
+    p.a.post_write(p.qa, 4096)
+    p.to_b(p.a_sends())
+    p.a.post_write(qa2, 2048)
+    p.to_b(p.a_sends())
+    assert consumed == [] and p.b.rx_buffer == 6144 and p.b.stats["rx_buffer_peak"] == 6144
+    p.step(0.005)                                              # 5 ms: 5000 bytes
+    assert sum(n for _, n in consumed) == 5000 and {q for q, _ in consumed} == {0x200, 0x201}
+    assert sum(n for q, n in consumed if q == 0x200) == 4096   # the first QP's bytes went first
+    p.step(0.005)
+    assert sum(n for _, n in consumed) == 6144 and p.b.rx_buffer == 0 and not p.b.rx_backlog
+
+
 def test_bad_icrc_is_counted_and_dropped():
     p = Pair(line_rate_bps=1e9)
     p.a.post_write(p.qa, 1024)

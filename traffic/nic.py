@@ -26,8 +26,13 @@ sender's QP, at most one per ``cnp_interval_s`` per QP.
 
 Link level: received 802.1Qbb frames pause the matching priorities for
 quanta x 512 bit times at the NIC's line rate (control frames of a paused
-priority are held too); an optional slow-receiver model emits PFC when its
-emulated receive buffer passes XOFF and a zero-quanta frame under XON.
+priority are held too). An optional slow receiver (``slow_rx_bps``) hands
+in-order payload to its host through a receive buffer drained at that rate —
+the queue an incast builds in front of a receiver: it emits PFC when the
+buffer passes XOFF and a zero-quanta frame under XON, reports its high-water
+mark, and tells the owner what the host consumed (``on_rx_consumed``), which is
+what receiver-driven admission (CTS) grants credit on. Without it, payload is
+consumed as it arrives.
 
 Everything is byte-level: templates from :mod:`traffic.fastpath`, no Scapy per packet.
 """
@@ -106,7 +111,7 @@ class NicConfig:
     dcqcn: DcqcnParams = None          # None: DCQCN off
     classes: dict = field(default_factory=lambda: dict(DEFAULT_CLASSES))
     check_icrc: bool = True
-    slow_rx_bps: float = 0.0           # >0: emulated receive buffer drained at this rate
+    slow_rx_bps: float = 0.0           # >0: receive buffer drained to the host at this rate
     pfc_xoff_bytes: int = 64 * 1024
     pfc_xon_bytes: int = 16 * 1024
     pfc_quanta: int = 0xFFFF
@@ -336,6 +341,7 @@ class Nic:
         self.sink = PortSink() if open_sockets else None
         self.extra_fds = []          # other sockets the loop should wake up for (control plane)
         self.on_rx_bytes = None      # callback(qp, nbytes) for in-order payload
+        self.on_rx_consumed = None   # callback(qp, nbytes) when the host has taken payload in
         self.on_rx_message = None    # callback(qp, imm_or_None) when a message completes
         self.on_cts = None           # callback(src_ip, src_rank, channel, granted)
         self.next_send = 0.0
@@ -346,13 +352,16 @@ class Nic:
         self._cts_templates = {}
         self._cts_seq = 0
         # slow receiver (PFC emitter)
-        self.rx_buffer = 0.0
+        self.rx_buffer = 0           # bytes received in order, not yet consumed by the host
+        self.rx_backlog = deque()    # [qp, bytes] in arrival order
         self._rx_drain_at = self.now()
+        self._rx_drain_carry = 0.0
         self._pfc_sent_xoff = False
         self._pfc_refresh = 0.0
         self.stats = dict.fromkeys((
             "tx_packets", "tx_bytes", "rx_packets", "rx_bytes", "pfc_rx", "pfc_tx", "pause_rx",
-            "cnp_tx", "cnp_rx", "cts_tx", "cts_rx", "icrc_errors", "unknown_qp", "send_errors"), 0)
+            "cnp_tx", "cnp_rx", "cts_tx", "cts_rx", "icrc_errors", "unknown_qp", "send_errors",
+            "rx_buffer_peak"), 0)
         self.pfc_rx_by_priority = [0] * 8
         self.paused_seconds = [0.0] * 8
 
@@ -582,10 +591,12 @@ class Nic:
             paylen = len(frame) - hdr - 4 - ((frame[bth + 1] >> 4) & 3)
             qp.stats["rx_packets"] += 1
             qp.stats["rx_bytes"] += paylen
-            if self.cfg.slow_rx_bps:
-                self.rx_buffer += paylen
             if self.on_rx_bytes:
                 self.on_rx_bytes(qp, paylen)
+            if self.cfg.slow_rx_bps:
+                self._buffer_rx(qp, paylen)
+            elif self.on_rx_consumed:
+                self.on_rx_consumed(qp, paylen)
             if opcode in P.OPCODES_LAST:
                 qp.msn = (qp.msn + 1) & PSN_MASK
                 qp.stats["rx_messages"] += 1
@@ -622,9 +633,38 @@ class Nic:
         if self.cfg.slow_rx_bps:
             self._slow_receiver(now)
 
-    def _slow_receiver(self, now):
-        self.rx_buffer = max(0.0, self.rx_buffer - (now - self._rx_drain_at) * self.cfg.slow_rx_bps / 8)
+    def _buffer_rx(self, qp, nbytes):
+        backlog = self.rx_backlog
+        if backlog and backlog[-1][0] is qp:
+            backlog[-1][1] += nbytes
+        else:
+            if not backlog:
+                self._rx_drain_at = self.now()    # an empty buffer saves up no drain time
+            backlog.append([qp, nbytes])
+        self.rx_buffer += nbytes
+        if self.rx_buffer > self.stats["rx_buffer_peak"]:
+            self.stats["rx_buffer_peak"] = self.rx_buffer
+
+    def _drain_rx(self, now):
+        """Hand the host what the drain rate allows since the last call, oldest bytes first."""
+        # rounded so that clock arithmetic (0.005 s x 1 MB/s = 4999.99...) does not lose a byte
+        budget = round(self._rx_drain_carry + (now - self._rx_drain_at) * self.cfg.slow_rx_bps / 8, 6)
         self._rx_drain_at = now
+        backlog = self.rx_backlog
+        while backlog and budget >= 1:
+            entry = backlog[0]
+            take = min(entry[1], int(budget))
+            budget -= take
+            entry[1] -= take
+            self.rx_buffer -= take
+            if not entry[1]:
+                backlog.popleft()
+            if self.on_rx_consumed:
+                self.on_rx_consumed(entry[0], take)
+        self._rx_drain_carry = budget if backlog else 0.0
+
+    def _slow_receiver(self, now):
+        self._drain_rx(now)
         prio = self.cfg.classes["data"].priority
         if self.rx_buffer > self.cfg.pfc_xoff_bytes:
             if not self._pfc_sent_xoff or now >= self._pfc_refresh:

@@ -4,7 +4,7 @@ from traffic.nic import QUANTUM_BITS  # noqa: F401  (documented unit of PFC coun
 COUNTER_KEYS = ("tx_packets", "tx_bytes", "rx_packets", "rx_bytes", "data_tx_bytes", "data_rx_bytes",
                 "oos", "duplicates", "cnp_tx", "cnp_rx", "ce_rx", "pfc_rx", "pfc_tx", "pause_rx",
                 "retransmits", "lat_timeouts", "naks_tx", "naks_rx", "acks_tx", "acks_rx", "cts_tx", "cts_rx",
-                "icrc_errors", "unknown_qp", "send_errors", "tx_messages", "rx_messages")
+                "icrc_errors", "unknown_qp", "send_errors", "tx_messages", "rx_messages", "rx_buffer_peak")
 
 
 def rank_report(runner):

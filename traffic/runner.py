@@ -44,7 +44,8 @@ class Connection:
         self.imm_at = {}             # send_target mark -> immediate data of the message ending there
         # receive direction
         self.recv_planned = 0
-        self.recv_cum = 0
+        self.recv_cum = 0            # arrived in order
+        self.consumed = 0            # taken in by the host (= recv_cum unless the NIC is a slow receiver)
         self.granted_sent = 0
         self.last_rx = 0.0
 
@@ -151,6 +152,7 @@ class RankRunner:
                                  dscp=job.nic.classes["control"].dscp)
         self.nic.extra_fds = [self.ctrl.sock]
         self.nic.on_rx_bytes = self._on_rx_bytes
+        self.nic.on_rx_consumed = self._on_rx_consumed
         self.nic.on_cts = self._on_cts
         self.ctrl.hello(self.peers)
         arp_deadline = min(self.deadline, self.now() + 2.0)
@@ -187,7 +189,8 @@ class RankRunner:
 
     # -- CTS ------------------------------------------------------------------------------------
     def _grant(self, conn, force=False):
-        new = min(conn.recv_cum + self.job.cts_buffer_bytes, conn.recv_planned)
+        """Credit = what the host has consumed + one buffer: in-flight bytes stay within the buffer."""
+        new = min(conn.consumed + self.job.cts_buffer_bytes, conn.recv_planned)
         if new > conn.granted_sent and (force or new - conn.granted_sent >= self.job.chunk_bytes
                                          or new == conn.recv_planned):
             conn.granted_sent = new
@@ -199,6 +202,10 @@ class RankRunner:
         conn = qp.context
         conn.recv_cum += nbytes
         conn.last_rx = self.now()
+
+    def _on_rx_consumed(self, qp, nbytes):
+        conn = qp.context
+        conn.consumed += nbytes
         if self.job.cts:
             self._grant(conn)
 
@@ -216,7 +223,7 @@ class RankRunner:
             return
         self._cts_check = now + self.job.cts_refresh_s
         for conn in self.conns.values():
-            if conn.recv_cum < conn.recv_planned and now - conn.last_rx > self.job.cts_refresh_s:
+            if conn.consumed < conn.recv_planned and now - conn.last_rx > self.job.cts_refresh_s:
                 self._grant(conn, force=True)
 
     # -- sending ---------------------------------------------------------------------------------
@@ -283,7 +290,7 @@ class RankRunner:
         while not run.done:
             if run.idx >= 0:
                 sends, recvs = run.phases[run.idx]
-                if any(conn.acked < mark for conn, mark, _ in sends) or any(conn.recv_cum < mark
+                if any(conn.acked < mark for conn, mark, _ in sends) or any(conn.consumed < mark
                                                                             for conn, mark in recvs):
                     return
                 if (run.idx + 1) % run.per_iter == 0:
