@@ -221,10 +221,11 @@ def test_least_loaded_flowlets_prefer_the_member_that_carried_fewer_bytes(fab):
     with fab.switch.lock:
         for member in range(3):
             load.write((1 << 6) | member, 10**9)                 # group 1, members 0-2 busy
-    ports = [out_port(fab, roce(fab), now_us=100 * i) for i in range(200)]
+    ports = [out_port(fab, roce(fab), now_us=100 * i) for i in range(300)]
     idle = fab.leaf.ports[UPLINKS[3]].number
-    # power of two choices: the idle member wins whenever it is drawn (p = 1/2; random: 1/4)
-    assert ports.count(idle) > 75, {p: ports.count(p) for p in UPLINKS}
+    # power of two choices: the idle member wins whenever it is drawn (p = 1/2, mean 150, sd 8.7;
+    # a random choice would give it 1/4, mean 75)
+    assert ports.count(idle) > 112, {p: ports.count(p) for p in UPLINKS}
 
 
 # --- QoS, ECN, PFC --------------------------------------------------------------------------
@@ -244,7 +245,7 @@ def test_ecn_marking_probability_follows_kmin_kmax_pmax(fab):
     fab.ctl.set_pfc(False)                      # deep queues here must not also pause anyone
     fab.ctl.set_ecn(10, 30, 0.5)
     frame = roce(fab, dst="10.1.1.2", ecn=2)
-    n = 400
+    n = 1000                                    # binomial sd <= 0.016: 0.07 is over 4 sd
 
     def marked_fraction(depth, data=frame):
         marked = 0
@@ -260,7 +261,7 @@ def test_ecn_marking_probability_follows_kmin_kmax_pmax(fab):
     expected = {5: 0.0, 10: 0.0, 20: 0.25, 30: 0.5, 31: 1.0, 60: 1.0}
     seen = {depth: marked_fraction(depth) for depth in expected}
     for depth, p in expected.items():
-        assert abs(seen[depth] - p) < 0.08, seen
+        assert abs(seen[depth] - p) < 0.07, seen
     assert marked_fraction(60, roce(fab, dst="10.1.1.2", ecn=0)) == 0.0     # not ECN-capable
     marks = counters(fab)["ports"][2][3]["ecn_marks"] - before
     assert marks == round(sum(seen.values()) * n)
