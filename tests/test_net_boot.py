@@ -55,8 +55,9 @@ def _recorded(state_dir):
 
 def _namespaces_of(pids):
     from testbed.net.lifecycle import netns_id
-    root = netns_id(1)
-    return {ns for ns in (netns_id(p) for p, _ in pids) if ns and ns != root}
+    # ours is the root namespace (/proc/1/ns may be unreadable, even to root, in a sandbox)
+    root = {netns_id(1), netns_id(os.getpid())}
+    return {ns for ns in (netns_id(p) for p, _ in pids) if ns and ns not in root}
 
 
 def _assert_nothing_left(state_dir, pids, namespaces, prefix=PREFIX):
