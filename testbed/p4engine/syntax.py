@@ -49,13 +49,25 @@ class _P4Lexer(Lexer):
                 if tok.value in type_names:
                     tok.type = "TYPE_IDENT"
             elif t == "LT":
-                if prev is not None and prev.value in _GENERIC_FUNCS and prev.end_pos == tok.start_pos:
+                if prev is not None and prev.type == "NAME" and (
+                        (prev.value in _GENERIC_FUNCS and prev.end_pos == tok.start_pos)
+                        or _type_args_follow(data, tok.end_pos, type_names)):
                     tok.type = "TLT"
             elif t == "GT":
                 if data.startswith(">", tok.end_pos):
                     tok.type = "SHR_GT"
             prev = tok
             yield tok
+
+
+_TYPE_ARGS = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)[\w\s<>,]*?>\s*\(")
+_BUILTIN_TYPES = {"bit", "int", "bool", "varbit", "tuple", "error"}
+
+
+def _type_args_follow(data, pos, type_names):
+    """After `name<`: do type arguments and `(` follow (a generic call like digest<T>(...))?"""
+    m = _TYPE_ARGS.match(data, pos, pos + 200)
+    return bool(m) and (m.group(1) in type_names or m.group(1) in _BUILTIN_TYPES)
 
 
 def _get_parser():

@@ -1,0 +1,52 @@
+"""The embedded P4_16 engine: runs v1model programs the way BMv2's simple_switch does.
+
+    compile_file(path, include_dirs=(), defines=None) -> Program
+    compile_source(text, filename="<string>", include_dirs=()) -> Program
+    Program.new_pipeline(cpu_port=None, drop_port=511, log=None) -> Pipeline
+
+See CONTRACT.md for the Pipeline interface. Program.compiled carries the metadata P4Info and the
+tools read (compiler.Compiled: tables, actions, externs, digests, controller headers).
+"""
+from .errors import P4Error, P4RuntimeFault
+
+__all__ = ["P4Error", "P4RuntimeFault", "compile_file", "compile_source", "Program", "Pipeline"]
+
+
+def _compile(decls, smap, source, filename):
+    from .compiler import Compiler
+    from .pipeline import Program
+    try:
+        compiled = Compiler(decls, smap).compile()
+    except P4Error as e:
+        raise e.with_source_map(smap) from None
+    except RecursionError:
+        raise P4Error("the program nests expressions or statements too deeply for this engine", None,
+                      smap) from None
+    return Program(compiled, source, filename)
+
+
+def compile_file(path, include_dirs=(), defines=None):
+    """Preprocess, parse, check and compile the P4 program at `path`; raises P4Error."""
+    from .syntax import parse_program
+    path = str(path)
+    decls, smap = parse_program(path=path, include_dirs=include_dirs, defines=defines)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            source = f.read()
+    except OSError:
+        source = ""
+    return _compile(decls, smap, source, path)
+
+
+def compile_source(text, filename="<string>", include_dirs=(), defines=None):
+    """Like compile_file for program text (e.g. a P4Runtime device config)."""
+    from .syntax import parse_program
+    decls, smap = parse_program(text=text, filename=filename, include_dirs=include_dirs, defines=defines)
+    return _compile(decls, smap, text, filename)
+
+
+def __getattr__(name):
+    if name in ("Program", "Pipeline"):
+        from . import pipeline
+        return getattr(pipeline, name)
+    raise AttributeError(name)

@@ -1,0 +1,757 @@
+"""Calls: methods of headers, stacks, packets, tables and externs, v1model's extern functions,
+direct action calls, P4 functions and sub-control applies -- typed and translated to Python.
+
+These are methods of compiler.Compiler (bound in its class body); they emit statements into
+ctx.em and return a Val for calls that have a value (None otherwise).
+"""
+from . import p4types as T
+from .codegen import slot_add
+from .compiler import (H_CLONE, H_CLONE_FL, H_DIGEST, H_NOW, H_OUT, H_PKT, H_POFF, H_RECIRC, H_RESUB,
+                       H_TRUNC, DigestInfo, Sym, Val, agg, anno_string, expr_text, lit, lv)
+from .syntax import Node
+
+CHECKSUM_FUNCS = ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
+                  "update_checksum_with_payload")
+
+
+# ------------------------------------------------------------------------------ dispatch
+def call(self, n, ctx, statement=False):
+    fv = self.expr(n.func, ctx)
+    if fv.kind == "method":
+        v = self.call_method(fv, n, ctx)
+    elif fv.kind == "ref" and fv.info.kind == "action":
+        v = self.call_action(fv.info.info, n, ctx)
+    elif fv.kind == "ref" and fv.info.kind == "function":
+        v = self.call_function(fv.info.info, n, ctx)
+    elif fv.kind == "ref" and fv.info.kind == "extern_func":
+        v = self.call_extern_func(fv.name, n, ctx)
+    else:
+        self.err(f"'{expr_text(n.func)}' cannot be called", n.loc)
+    if statement and v is not None and v.kind == "apply":
+        ctx.em.line(v.code)
+    return v
+
+
+def _positional(self, n, names):
+    """Arguments of call `n` by parameter name (positional or `name = value`)."""
+    out = {}
+    for i, a in enumerate(n.args):
+        if a.kind == "named_arg":
+            if a.name not in names:
+                self.err(f"no parameter named '{a.name}' (parameters: {', '.join(names)})", a.loc)
+            out[a.name] = a.value
+        else:
+            if i >= len(names):
+                self.err(f"too many arguments (expected at most {len(names)})", a.loc)
+            out[names[i]] = a
+    return out
+
+
+def _need_args(self, n, count, what):
+    if len(n.args) != count:
+        self.err(f"{what} takes {count} argument(s), got {len(n.args)}", n.loc)
+
+
+def _value(self, node, ctx, expected=None):
+    v = self.scalar(self.expr(node, ctx, expected), node.loc)
+    if expected is not None and v.type != expected:
+        if isinstance(expected, T.BitT) and isinstance(v.type, T.IntLitT):
+            return self.convert(v, expected, node.loc)
+    return v
+
+
+def _uint(v):
+    """Python code for the unsigned value of scalar `v` (signed ints and bools converted)."""
+    t = v.type
+    if isinstance(t, T.BoolT):
+        return f"(1 if {v.code} else 0)"
+    if isinstance(t, T.BitT) and t.signed:
+        return f"({v.code} & {t.mask})"
+    return v.code
+
+
+# ------------------------------------------------------------------------------ methods
+def call_method(self, m, n, ctx):
+    obj, name = m.obj, m.name
+    if obj.kind == "agg":
+        t = obj.type
+        if isinstance(t, T.HeaderT):
+            _need_args(self, n, 0, f"{name}()")
+            if name == "isValid":
+                return Val("rv", T.BOOL, f"(S[{obj.slot}] == 1)")
+            if name == "setValid":
+                ctx.em.line(f"S[{obj.slot}] = 1")
+                return None
+            if name == "setInvalid":
+                ctx.em.line(f"S[{obj.slot}] = 0")
+                return None
+            if name == "minSizeInBits":
+                return lit(t.bit_width, T.INTLIT)
+            if name == "minSizeInBytes":
+                return lit(t.bit_width // 8, T.INTLIT)
+        if isinstance(t, T.StackT) and name in ("push_front", "pop_front"):
+            _need_args(self, n, 1, name)
+            count = self.const_int_val(n.args[0], ctx)
+            self.stack_shift(obj, count if name == "push_front" else -count, ctx)
+            return None
+        self.err(f"{t} has no method '{name}'", n.loc)
+    if obj.kind != "ref":
+        self.err(f"cannot call '{name}' here", n.loc)
+    sym = obj.info
+    if sym.kind == "table":
+        if name != "apply":
+            self.err(f"tables have only the method apply(), not '{name}'", n.loc)
+        _need_args(self, n, 0, "apply()")
+        if ctx.where == "action":
+            self.err("tables cannot be applied inside actions", n.loc)
+        return Val("apply", None, f"{sym.info.fn}(S)", info=sym.info)
+    if sym.kind == "packet":
+        return self.call_packet(sym.info, name, n, ctx)
+    if sym.kind == "extern":
+        return self.call_extern_method(sym.info, name, n, ctx)
+    if sym.kind == "control_inst":
+        if name != "apply":
+            self.err(f"a control instance has only apply(), not '{name}'", n.loc)
+        return self.call_control(sym.info, n, ctx)
+    self.err(f"'{obj.name}' has no method '{name}'", n.loc)
+
+
+def stack_shift(self, st, count, ctx):
+    """push_front(count) (count > 0) or pop_front(-count) on stack `st`, as the spec defines."""
+    t = st.type
+    esz = t.elem.slots()
+    size = t.size
+    em = ctx.em
+    first = slot_add(st.slot, 1)
+
+    def elem(i):
+        return slot_add(first, i * esz)
+
+    k = abs(count)
+    if count > 0:
+        for i in range(size - 1, k - 1, -1):
+            em.line(f"S[{elem(i)}:{slot_add(elem(i), esz)}] = S[{elem(i - k)}:{slot_add(elem(i - k), esz)}]")
+        for i in range(min(k, size)):
+            em.line(f"S[{elem(i)}] = 0")
+        em.line(f"S[{st.slot}] = min(S[{st.slot}] + {k}, {size})")
+    else:
+        for i in range(0, size - k):
+            em.line(f"S[{elem(i)}:{slot_add(elem(i), esz)}] = S[{elem(i + k)}:{slot_add(elem(i + k), esz)}]")
+        for i in range(max(size - k, 0), size):
+            em.line(f"S[{elem(i)}] = 0")
+        em.line(f"S[{st.slot}] = max(S[{st.slot}] - {k}, 0)")
+
+
+# ------------------------------------------------------------------------------ packets
+def call_packet(self, kind, name, n, ctx):
+    em = ctx.em
+    if kind == "packet_in":
+        if ctx.where != "parser":
+            self.err(f"packet_in.{name} can only be used in a parser", n.loc)
+        if name == "extract":
+            if len(n.args) != 1:
+                self.err("extract with a variable-size field (two arguments) is not supported "
+                         "(varbit is outside the subset)", n.loc)
+            target = self.expr(n.args[0], ctx)
+            if target.kind == "stack_next":
+                self.extract_code(target, ctx, n.loc, stack=True)
+            elif target.kind == "agg" and isinstance(target.type, T.HeaderT):
+                self.extract_code(target, ctx, n.loc)
+            else:
+                self.err("extract needs a header (or a header stack's .next)", n.args[0].loc)
+            return None
+        if name == "lookahead":
+            if len(n.targs) != 1 or n.args:
+                self.err("lookahead takes one type argument and no arguments: lookahead<T>()", n.loc)
+            t = self.resolve_type(n.targs[0])
+            if isinstance(t, T.BitT):
+                width = t.width
+            elif isinstance(t, T.HeaderT):
+                width = t.bit_width
+            else:
+                self.err(f"lookahead<{t}> is not supported (use bit<W> or a header type)", n.loc)
+            nbytes = (width + 7) // 8
+            tmp = ctx.temp()
+            em.line(f"if o + {nbytes} > len(P): raise ParserError({self.errors.index('PacketTooShort')}, o)")
+            em.line(f"{tmp} = int.from_bytes(P[o:o + {nbytes}], 'big') >> {nbytes * 8 - width}")
+            if isinstance(t, T.BitT):
+                code = self.wrap_code(tmp, t) if t.signed else tmp
+                return Val("rv", t, code)
+            base = self.alloc(t, "lookahead")
+            em.line(f"S[{base}:{base + t.slots()}] = {self.unpack_tuple(t, tmp)}")
+            return agg(base, t)
+        if name == "advance":
+            _need_args(self, n, 1, "advance")
+            v = _value(self, n.args[0], ctx, T.BitT(32))
+            tmp = ctx.temp()
+            em.line(f"{tmp} = o + ({v.code} >> 3)")
+            em.line(f"if {tmp} > len(P): raise ParserError({self.errors.index('PacketTooShort')}, o)")
+            em.line(f"o = {tmp}")
+            return None
+        if name == "length":
+            self.err("packet_in.length() is not supported by BMv2 (and this engine)", n.loc)
+        self.err(f"packet_in has no method '{name}'", n.loc)
+    if name != "emit":
+        self.err(f"packet_out has no method '{name}'", n.loc)
+    _need_args(self, n, 1, "emit")
+    self.emit_code(self.expr(n.args[0], ctx), ctx, n.args[0].loc)
+    return None
+
+
+def unpack_tuple(self, t, var):
+    """A tuple expression (valid, field...) unpacking header type `t` from the int in `var`."""
+    parts = ["1"]
+    shift = t.bit_width
+    for _, ft in t.fields:
+        shift -= ft.width
+        code = f"{var} >> {shift}" if shift else var
+        if shift + ft.width < t.bit_width:
+            code = f"({code}) & {ft.mask}"
+        if ft.signed:
+            code = self.wrap_code(code, ft)
+        parts.append(f"({code})")
+    return "(" + ", ".join(parts) + ",)"
+
+
+def extract_code(self, target, ctx, loc, stack=False):
+    em = ctx.em
+    t = target.type
+    nbytes = t.bit_width // 8
+    too_short = self.errors.index("PacketTooShort")
+    if stack:
+        st = target.info
+        idx = ctx.temp()
+        em.line(f"{idx} = S[{target.slot}]")
+        em.line(f"if {idx} >= {st.size}: raise ParserError({self.errors.index('StackOutOfBounds')}, o)")
+        base = ctx.temp()
+        em.line(f"{base} = {target.slot} + 1 + {idx} * {t.slots()}")
+    else:
+        base = target.slot
+    end = ctx.temp()
+    val = ctx.temp()
+    em.line(f"{end} = o + {nbytes}")
+    em.line(f"if {end} > len(P): raise ParserError({too_short}, o)")
+    em.line(f"{val} = int.from_bytes(P[o:{end}], 'big')")
+    em.line(f"S[{base}:{slot_add(base, t.slots())}] = {self.unpack_tuple(t, val)}")
+    em.line(f"o = {end}")
+    if stack:
+        em.line(f"S[{target.slot}] = {idx} + 1")
+
+
+def emit_code(self, v, ctx, loc):
+    """packet_out.emit: a header (if valid), a stack's elements, a struct's members in order."""
+    em = ctx.em
+    t = v.type
+    if v.kind != "agg":
+        self.err(f"emit needs a header, header stack or struct, not {t}", loc)
+    if isinstance(t, T.HeaderT):
+        parts = []
+        shift = t.bit_width
+        offs = t.offsets()
+        for fname, ft in t.fields:
+            shift -= ft.width
+            f = f"S[{slot_add(v.slot, offs[fname])}]"
+            if ft.signed:
+                f = f"({f} & {ft.mask})"
+            parts.append(f"{f} << {shift}" if shift else f)
+        em.line(f"if S[{v.slot}]: S[{H_OUT}].append(({' | '.join(parts)}).to_bytes({t.bit_width // 8}, 'big'))")
+    elif isinstance(t, T.StackT):
+        esz = t.elem.slots()
+        for i in range(t.size):
+            self.emit_code(agg(slot_add(v.slot, 1 + i * esz), t.elem), ctx, loc)
+    elif isinstance(t, T.StructT):
+        offs = t.offsets()
+        for fname, ft in t.fields:
+            if not ft.aggregate:
+                self.err(f"emit of struct {t.name}: field '{fname}' is not a header", loc)
+            self.emit_code(agg(slot_add(v.slot, offs[fname]), ft), ctx, loc)
+    else:
+        self.err(f"emit needs a header, header stack or struct, not {t}", loc)
+
+
+# ------------------------------------------------------------------------------ out arguments
+def out_target(self, node, ctx, what):
+    """Evaluate an out/inout argument: something assignable (a scalar lvalue or a slice)."""
+    v = self.expr(node, ctx)
+    if v.kind not in ("lv", "slice_lv"):
+        self.err(f"{what} must be a writable field or variable", node.loc)
+    return v
+
+
+def store(self, target, code, ctx, loc):
+    """Assign the unsigned int `code` to scalar lvalue `target` (wrapping to its type)."""
+    t = target.type
+    if isinstance(t, T.BitT) and t.signed:
+        code = self.wrap_code(code, t)
+    elif isinstance(t, T.BoolT):
+        code = f"({code} != 0)"
+    self.assign(target, Val("rv", t, code), ctx, loc)
+
+
+# ------------------------------------------------------------------------------ field lists
+def flatten(self, v, loc):
+    """Scalars of a data argument: [(code, width, valid_slot or None)], in order."""
+    if v.kind == "list":
+        res = []
+        for item in v.items:
+            res.extend(self.flatten(item, loc))
+        return res
+    if v.kind == "agg":
+        t = v.type
+        if isinstance(t, T.HeaderT):
+            offs = t.offsets()
+            out = []
+            for fname, ft in t.fields:
+                code = f"S[{slot_add(v.slot, offs[fname])}]"
+                if ft.signed:
+                    code = f"({code} & {ft.mask})"
+                out.append((code, ft.width, v.slot))
+            return out
+        if isinstance(t, T.StructT):
+            res = []
+            for fname, ft in t.fields:
+                slot = slot_add(v.slot, t.offsets()[fname])
+                res.extend(self.flatten(agg(slot, ft) if ft.aggregate else lv(slot, ft), loc))
+            return res
+        if isinstance(t, T.StackT):
+            res = []
+            for i in range(t.size):
+                res.extend(self.flatten(agg(slot_add(v.slot, 1 + i * t.elem.slots()), t.elem), loc))
+            return res
+    v = self.scalar(v, loc)
+    w = T.width_of(v.type)
+    if w is None:
+        self.err(f"a value of type {v.type} has no bit width here (cast it to bit<W>)", loc)
+    return [(_uint(v), w, None)]
+
+
+def pack_code(self, fields, ctx):
+    """Emit code packing `fields` as BMv2's BufBuilder does; returns Python code for the bytes.
+
+    Fields of invalid headers are left out, as BMv2 leaves them out."""
+    em = ctx.em
+    if not any(vs is not None for _, _, vs in fields):
+        total = sum(w for _, w, _ in fields)
+        if total == 0:
+            return "b''"
+        pad = -total % 8
+        parts, shift = [], total + pad
+        for code, w, _ in fields:
+            shift -= w
+            parts.append(f"({code}) << {shift}" if shift else f"({code})")
+        return f"({' | '.join(parts)}).to_bytes({(total + pad) // 8}, 'big')"
+    acc, nbits = ctx.temp(), ctx.temp()
+    em.line(f"{acc} = 0")
+    em.line(f"{nbits} = 0")
+    # consecutive fields of one header are added together under one validity test
+    groups = []
+    for code, w, vs in fields:
+        if groups and groups[-1][0] == vs and vs is not None:
+            groups[-1][1].append((code, w))
+        else:
+            groups.append((vs, [(code, w)]))
+    for vs, items in groups:
+        width = sum(w for _, w in items)
+        parts, shift = [], width
+        for code, w in items:
+            shift -= w
+            parts.append(f"({code}) << {shift}" if shift else f"({code})")
+        line = f"{acc} = ({acc} << {width}) | {' | '.join(parts)}; {nbits} += {width}"
+        em.line(f"if S[{vs}]: {line}" if vs is not None else line)
+    return f"packbits({acc}, {nbits})"
+
+
+def field_list_slots(self, v, loc):
+    """Slots named by a deprecated clone3/resubmit/recirculate data argument."""
+    if v.kind == "list":
+        res = []
+        for item in v.items:
+            res.extend(self.field_list_slots(item, loc))
+        return res
+    if v.kind == "lv" and isinstance(v.slot, int):
+        return [v.slot]
+    if v.kind == "agg" and isinstance(v.slot, int):
+        return self.scalar_slots(v.type, v.slot)
+    self.err("the field list must name fields or variables (not computed values)", loc)
+
+
+def anonymous_field_list(self, slots):
+    key = -(len(self.out.field_lists) + 1)
+    while key in self.out.field_lists:
+        key -= 1
+    self.out.field_lists[key] = list(slots)
+    return key
+
+
+# ------------------------------------------------------------------------------ externs
+def call_extern_method(self, info, name, n, ctx):
+    em = ctx.em
+    kind = info.type_name
+    x = info.pyname
+    sm = self.out.sm
+    if ctx.where == "parser":
+        self.err(f"{kind}.{name} cannot be used in a parser by BMv2 (and this engine)", n.loc)
+    if kind == "register" and name == "read":
+        _need_args(self, n, 2, "register.read")
+        target = self.out_target(n.args[0], ctx, "register.read's result")
+        idx = _value(self, n.args[1], ctx)
+        cur = self.scalar(target, n.loc)
+        self.store(target, f"{x}.packet_read({_uint(idx)}, {_uint(cur)})", ctx, n.loc)
+        return None
+    if kind == "register" and name == "write":
+        _need_args(self, n, 2, "register.write")
+        idx = _value(self, n.args[0], ctx)
+        val = _value(self, n.args[1], ctx, T.BitT(info.width))
+        em.line(f"{x}.packet_write({_uint(idx)}, {_uint(val)})")
+        return None
+    if kind == "counter" and name == "count":
+        _need_args(self, n, 1, "counter.count")
+        idx = _value(self, n.args[0], ctx)
+        em.line(f"{x}.count({_uint(idx)}, S[{sm['packet_length']}])")
+        return None
+    if kind == "meter" and name == "execute_meter":
+        _need_args(self, n, 2, "meter.execute_meter")
+        idx = _value(self, n.args[0], ctx)
+        target = self.out_target(n.args[1], ctx, "execute_meter's result")
+        tmp = ctx.temp()
+        em.line(f"{tmp} = {x}.execute({_uint(idx)}, S[{H_NOW}], S[{sm['packet_length']}])")
+        em.line(f"if {tmp} is not None:")
+        em.indent()
+        self.store(target, tmp, ctx, n.loc)
+        em.dedent()
+        return None
+    if kind == "direct_counter" and name == "count":
+        _need_args(self, n, 0, "direct_counter.count")
+        return None          # BMv2 counts when the table hits
+    if kind == "direct_meter" and name == "read":
+        _need_args(self, n, 1, "direct_meter.read")
+        target = self.out_target(n.args[0], ctx, "direct_meter.read's result")
+        cur = self.scalar(target, n.loc)
+        self.store(target, f"{x}.read({_uint(cur)})", ctx, n.loc)
+        return None
+    self.err(f"{kind} has no method '{name}' in this engine", n.loc)
+
+
+def _enum_member(self, node, ctx, enum, what):
+    v = self.expr(node, ctx)
+    if not (isinstance(v.type, T.EnumT) and v.type.name == enum and v.info):
+        self.err(f"{what} must be a {enum} member like {enum}.{'crc16' if enum == 'HashAlgorithm' else 'I2E'}",
+                 node.loc)
+    return v.info
+
+
+def _hash_fn(self, algo, loc):
+    from . import hashes
+    try:
+        hashes.algorithm(algo)
+    except hashes.HashError as e:
+        self.err(f"hash algorithm {algo}: {e}", loc)
+    name = f"HA_{algo}"
+    if name not in self.ns:
+        self.ns[name] = ("hash", algo)       # bound to hashes.algorithm(algo) per pipeline
+    return name
+
+
+def _sm_arg(self, node, ctx, what):
+    v = self.expr(node, ctx)
+    if v.kind != "agg" or v.slot != self.out.sm_region[0]:
+        self.err(f"{what} takes standard_metadata", node.loc)
+
+
+def call_extern_func(self, fname, n, ctx):
+    em = ctx.em
+    sm = self.out.sm
+    role = ctx.block_role
+    if fname == "static_assert":
+        c = self.expr(n.args[0], ctx) if n.args else None
+        if c is None or not c.is_const:
+            self.err("static_assert needs a compile-time condition", n.loc)
+        if not c.const:
+            msg = self.expr(n.args[1], ctx).const if len(n.args) > 1 else "static_assert failed"
+            self.err(str(msg), n.loc)
+        return lit(True, T.BOOL)
+    if fname == "verify":
+        if ctx.where != "parser":
+            self.err("verify can only be used in a parser", n.loc)
+        _need_args(self, n, 2, "verify")
+        c = self.cond_expr(n.args[0], ctx)
+        e = self.expr(n.args[1], ctx)
+        if not isinstance(e.type, T.ErrorT):
+            self.err("verify's second argument must be an error (error.X)", n.args[1].loc)
+        em.line(f"if not {c}: raise ParserError({e.code}, o)")
+        return None
+    if ctx.where == "parser" and fname not in ("log_msg", "assert", "assume"):
+        self.err(f"{fname} cannot be called in a parser (BMv2 allows only extract, lookahead, "
+                 f"advance, verify, log_msg and assignments there)", n.loc)
+    if fname == "mark_to_drop":
+        if len(n.args) == 1:
+            _sm_arg(self, n.args[0], ctx, "mark_to_drop")
+        elif n.args:
+            self.err("mark_to_drop takes standard_metadata", n.loc)
+        em.line(f"S[{sm['egress_spec']}] = 511")
+        em.line(f"S[{sm['mcast_grp']}] = 0")
+        return None
+    if fname == "hash":
+        _need_args(self, n, 5, "hash")
+        target = self.out_target(n.args[0], ctx, "hash's result")
+        algo = _enum_member(self, n.args[1], ctx, "HashAlgorithm", "hash's algorithm")
+        fn = _hash_fn(self, algo, n.args[1].loc)
+        base = _value(self, n.args[2], ctx)
+        data = self.expr(n.args[3], ctx)
+        mx = _value(self, n.args[4], ctx)
+        packed = self.pack_code(self.flatten(data, n.args[3].loc), ctx)
+        tw = T.width_of(target.type)
+        if mx.is_const:
+            m = int(mx.const) or 1
+            code = f"({_uint(base)} + {fn}({packed}) % {m}) & {(1 << tw) - 1}"
+        else:
+            code = f"({_uint(base)} + {fn}({packed}) % ({_uint(mx)} or 1)) & {(1 << tw) - 1}"
+        self.store(target, code, ctx, n.loc)
+        return None
+    if fname == "random":
+        _need_args(self, n, 3, "random")
+        target = self.out_target(n.args[0], ctx, "random's result")
+        lo = _value(self, n.args[1], ctx, target.type)
+        hi = _value(self, n.args[2], ctx, target.type)
+        a, b = ctx.temp(), ctx.temp()
+        em.line(f"{a} = {_uint(lo)}; {b} = {_uint(hi)}")
+        em.line(f"if {a} <= {b}:")
+        em.indent()
+        self.store(target, f"RANDINT({a}, {b})", ctx, n.loc)
+        em.dedent()
+        return None
+    if fname == "digest":
+        _need_args(self, n, 2, "digest")
+        if role not in ("ingress", None):
+            self.err("digest can only be called in the ingress control (BMv2 learns at the end of ingress)",
+                     n.loc)
+        data = self.expr(n.args[1], ctx)
+        declared = self.resolve_type(n.targs[0]) if n.targs else None
+        info = self.digest_info(data, n, declared)
+        fields = self.flatten(data, n.args[1].loc)
+        vals = ", ".join(code for code, _, _ in fields)
+        em.line(f"S[{H_DIGEST}] = ({info.name!r}, ({vals},))")
+        return None
+    if fname in ("clone", "clone3", "clone_preserving_field_list"):
+        if role not in ("ingress", "egress", None):
+            self.err(f"{fname} can only be called in ingress or egress", n.loc)
+        want = {"clone": 2, "clone3": 3, "clone_preserving_field_list": 3}[fname]
+        _need_args(self, n, want, fname)
+        kind = _enum_member(self, n.args[0], ctx, "CloneType", f"{fname}'s type")
+        if role is not None and (kind == "I2E") != (role == "ingress"):
+            self.err(f"clone type {kind} cannot be used in the {role} control "
+                     f"(I2E belongs in ingress, E2E in egress)", n.args[0].loc)
+        session = _value(self, n.args[1], ctx, T.BitT(32))
+        fl = "None"
+        if fname == "clone3":
+            fl = repr(self.anonymous_field_list(self.field_list_slots(self.expr(n.args[2], ctx), n.args[2].loc)))
+        elif fname == "clone_preserving_field_list":
+            fl = repr(self.const_int_val(n.args[2], ctx))
+        em.line(f"S[{H_CLONE}] = {_uint(session)}")
+        em.line(f"S[{H_CLONE_FL}] = {fl}")
+        return None
+    if fname in ("resubmit", "resubmit_preserving_field_list", "recirculate",
+                 "recirculate_preserving_field_list"):
+        resub = fname.startswith("resubmit")
+        if role is not None and role != ("ingress" if resub else "egress"):
+            self.err(f"{fname} can only be called in the {'ingress' if resub else 'egress'} control", n.loc)
+        _need_args(self, n, 1, fname)
+        if fname.endswith("field_list"):
+            fl = self.const_int_val(n.args[0], ctx)
+        else:
+            fl = self.anonymous_field_list(self.field_list_slots(self.expr(n.args[0], ctx), n.args[0].loc))
+        em.line(f"S[{H_RESUB if resub else H_RECIRC}] = {fl!r}")
+        return None
+    if fname == "truncate":
+        _need_args(self, n, 1, "truncate")
+        v = _value(self, n.args[0], ctx, T.BitT(32))
+        tmp = ctx.temp()
+        em.line(f"{tmp} = {_uint(v)}")
+        em.line(f"if S[{H_TRUNC}] is None or {tmp} < S[{H_TRUNC}]: S[{H_TRUNC}] = {tmp}")
+        return None
+    if fname in CHECKSUM_FUNCS:
+        if fname.startswith("verify") and role not in ("verify", None):
+            self.err(f"{fname} belongs in the verifyChecksum control", n.loc)
+        if fname.startswith("update") and role not in ("compute", None):
+            self.err(f"{fname} belongs in the computeChecksum control", n.loc)
+        _need_args(self, n, 4, fname)
+        cond = self.cond_expr(n.args[0], ctx)
+        data = self.expr(n.args[1], ctx)
+        algo = _enum_member(self, n.args[3], ctx, "HashAlgorithm", f"{fname}'s algorithm")
+        fn = _hash_fn(self, algo, n.args[3].loc)
+        csum = self.expr(n.args[2], ctx)
+        if fname.startswith("update"):
+            csum = self.out_target(n.args[2], ctx, "the checksum field")
+        csum_s = self.scalar(csum, n.args[2].loc)
+        w = T.width_of(csum_s.type)
+        if w is None:
+            self.err("the checksum must be a bit<W> field", n.args[2].loc)
+        em.line(f"if {cond}:")
+        em.indent()
+        packed = self.pack_code(self.flatten(data, n.args[1].loc), ctx)
+        if fname.endswith("with_payload"):
+            packed = f"{packed} + S[{H_PKT}][S[{H_POFF}]:]"
+        value = f"{fn}({packed}) & {(1 << w) - 1}"
+        if fname.startswith("verify"):
+            em.line(f"if {value} != {_uint(csum_s)}: S[{sm['checksum_error']}] = 1")
+        else:
+            self.store(csum, value, ctx, n.loc)
+        em.dedent()
+        return None
+    if fname == "log_msg":
+        if not n.args or n.args[0].kind != "string":
+            self.err("log_msg needs a string literal first", n.loc)
+        fmt = n.args[0].value
+        vals = []
+        if len(n.args) > 1:
+            data = self.expr(n.args[1], ctx)
+            vals = [code for code, _, _ in self.flatten(data, n.args[1].loc)]
+        em.line(f"if LOG is not None: LOG(logfmt({fmt!r}, ({', '.join(vals)}{',' if vals else ''})))")
+        return None
+    if fname in ("assert", "assume"):
+        _need_args(self, n, 1, fname)
+        c = self.cond_expr(n.args[0], ctx)
+        where = f"{n.loc.file}:{n.loc.line}"
+        em.line(f"if not {c}: raise P4RuntimeFault({f'{fname} failed at {where}'!r})")
+        return None
+    self.err(f"extern function '{fname}' is not supported by this engine", n.loc)
+
+
+def digest_info(self, data, n, declared=None):
+    """The digest a digest() call sends: named after its struct type, as p4c names it in P4Info
+    (the type argument of digest<T> names it when the data is a list)."""
+    if isinstance(declared, T.StructT) and data.kind == "list":
+        if len(data.items) != len(declared.fields):
+            self.err(f"digest<{declared.name}>: {len(declared.fields)} fields expected, "
+                     f"the list has {len(data.items)}", n.args[1].loc)
+        data = agg(0, declared)
+    if data.kind == "agg" and isinstance(data.type, T.StructT):
+        t = data.type
+        name = anno_string(getattr(t, "annos", None), "name") or t.name
+        fields = []
+        for fname, ft in t.fields:
+            if ft.aggregate:
+                self.err(f"digest struct {t.name}: field '{fname}' must be a bit<W> value", n.loc)
+            fields.append((fname, T.width_of(ft)))
+    elif data.kind == "list":
+        self.digest_counter += 1
+        name = f"digest_{self.digest_counter}"
+        fields = [(f"field_{i}", w) for i, (_, w, _) in enumerate(self.flatten(data, n.loc))]
+        t = None
+    else:
+        self.err("digest data must be a struct (or a list of fields)", n.args[1].loc)
+    old = self.out.digests.get(name)
+    if old is not None and old.fields != fields:
+        self.err(f"two digests are named '{name}' with different fields", n.loc)
+    info = old or DigestInfo(name, t, fields)
+    self.out.digests[name] = info
+    return info
+
+
+# ------------------------------------------------------------------------------ actions, functions
+def _bind_args(self, params, n, ctx, what):
+    """Copy-in code for (name, direction, type, storage Val) params; returns (by-name values, copy-outs)."""
+    names = [p[0] for p in params]
+    given = _positional(self, n, names)
+    values, copy_out = {}, []
+    for pname, direction, pt, store in params:
+        node = given.get(pname)
+        if node is None:
+            self.err(f"{what}: argument '{pname}' is missing", n.loc)
+        if direction == "packet":
+            continue
+        if node.kind == "dontcare":
+            if direction != "out":
+                self.err(f"{what}: '_' can only be passed for an out parameter", node.loc)
+            continue
+        if direction in ("out", "inout"):
+            target = self.expr(node, ctx)
+            if target.kind not in ("lv", "slice_lv", "agg"):
+                self.err(f"{what}: argument for {direction} parameter '{pname}' must be writable", node.loc)
+            if direction == "inout":
+                self.assign(store, target, ctx, node.loc)
+            copy_out.append((target, store, node.loc))
+        elif store is None:
+            v = _value(self, node, ctx, pt)
+            values[pname] = self.convert(v, pt, node.loc) if v.type != pt else v
+        else:
+            self.assign(store, self.expr(node, ctx, pt), ctx, node.loc)
+    return values, copy_out
+
+
+def _copy_out(self, copy_out, ctx):
+    for target, store, loc in copy_out:
+        self.assign(target, store, ctx, loc)
+
+
+def call_action(self, ai, n, ctx):
+    if ctx.where == "parser":
+        self.err("actions cannot be called in a parser", n.loc)
+    params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in ai.params]
+    values, copy_out = _bind_args(self, params, n, ctx, f"action {ai.name}")
+    args = ", ".join(f"{k!r}: {v.code}" for k, v in values.items())
+    ctx.em.line(f"{ai.fn}(S, {{{args}}})")
+    _copy_out(self, copy_out, ctx)
+    return None
+
+
+def call_function(self, info, n, ctx):
+    decl, scope, prefix = info
+    fn = self.compile_function(decl, scope, prefix)
+    values, copy_out = _bind_args(self, fn.params, n, ctx, f"function {decl.name}")
+    call_code = f"{fn.pyname}(S)"
+    if isinstance(fn.ret, T.VoidT):
+        ctx.em.line(call_code)
+        _copy_out(self, copy_out, ctx)
+        return None
+    tmp = ctx.temp()
+    ctx.em.line(f"{tmp} = {call_code}")
+    _copy_out(self, copy_out, ctx)
+    return Val("rv", fn.ret, tmp)
+
+
+class FunctionInfo:
+    def __init__(self, pyname, params, ret):
+        self.pyname, self.params, self.ret = pyname, params, ret
+
+
+def compile_function(self, decl, scope, prefix):
+    """A P4 function becomes one Python function over S; its parameters get slots (copy-in/out)."""
+    cache = self.__dict__.setdefault("_functions", {})
+    if id(decl) in cache:
+        return cache[id(decl)]
+    from .codegen import Emitter
+    from .compiler import Ctx, Scope
+    proto = decl.proto
+    if proto.tparams:
+        self.err(f"generic function {decl.name} is not supported", decl.loc)
+    ret = self.resolve_type(proto.ret)
+    fscope = Scope(scope)
+    params = []
+    for p in proto.params:
+        pt = self.resolve_type(p.type)
+        base = self.alloc(pt, f"{decl.name}.{p.name}")
+        store = agg(base, pt) if pt.aggregate else lv(base, pt)
+        fscope.declare(p.name, Sym("var", store))
+        params.append((p.name, p.direction or "in", pt, store))
+    info = FunctionInfo(self.namer.fresh("f_", decl.name), params, ret)
+    cache[id(decl)] = info
+    em = Emitter()
+    em.line(f"def {info.pyname}(S):")
+    em.indent()
+    fctx = Ctx(fscope, em, "control", prefix)
+    fctx.returns = None if isinstance(ret, T.VoidT) else ret
+    mark = em.mark()
+    self.stmts(decl.body.stmts, fctx)
+    em.ensure_body(mark)
+    self.em.lines.extend(em.lines)
+    return info
+
+
+def call_control(self, inst, n, ctx):
+    fn, params, name = inst
+    plist = [(p.name, "packet" if v is None else (p.direction or "in"), pt, v) for p, pt, v in params]
+    _, copy_out = _bind_args(self, plist, n, ctx, f"{name}.apply")
+    ctx.em.line(f"{fn}(S)")
+    _copy_out(self, copy_out, ctx)
+    return None

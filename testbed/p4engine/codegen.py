@@ -1,0 +1,102 @@
+"""Small helpers for emitting Python source: indentation-aware line buffers and name mangling."""
+import re
+
+
+class Emitter:
+    def __init__(self):
+        self.lines = []
+        self.level = 0
+
+    def line(self, text):
+        self.lines.append("    " * self.level + text)
+
+    def indent(self):
+        self.level += 1
+
+    def dedent(self):
+        self.level -= 1
+
+    def mark(self):
+        return len(self.lines)
+
+    def ensure_body(self, mark):
+        """Add `pass` if nothing was emitted since `mark` (an empty Python block is a syntax error)."""
+        if len(self.lines) == mark:
+            self.line("pass")
+
+    def text(self):
+        return "\n".join(self.lines) + "\n"
+
+
+class Namer:
+    """Unique Python identifiers derived from P4 names."""
+
+    def __init__(self):
+        self.used = set()
+
+    def fresh(self, prefix, name=""):
+        base = prefix + re.sub(r"\W", "_", name)
+        cand, i = base, 1
+        while cand in self.used:
+            i += 1
+            cand = f"{base}_{i}"
+        self.used.add(cand)
+        return cand
+
+
+def slot_add(base, off):
+    """Add a constant offset to a slot index that is an int or a Python expression string."""
+    if isinstance(base, int):
+        return base + off
+    if off == 0:
+        return base
+    return f"{base} + {off}"
+
+
+def slot_ref(slot):
+    return f"S[{slot}]"
+
+
+# ------------------------------------------------------------------ runtime support
+# What the generated code calls besides tables and externs (bound into its globals).
+
+class ParserError(Exception):
+    """Raised by generated parser code: `code` is the error's index, `offset` the bytes parsed."""
+
+    def __init__(self, code, offset):
+        self.code, self.offset = code, offset
+
+
+class ExitControl(Exception):
+    """`exit`: leaves every control currently running (caught where the architecture called it)."""
+
+
+def shl(value, amount, width, signed):
+    value = (value << amount) & ((1 << width) - 1) if amount < width else 0
+    if signed and value >> (width - 1):
+        value -= 1 << width
+    return value
+
+
+def div(a, b):
+    return a // b if b else 0
+
+
+def mod(a, b):
+    return a % b if b else 0
+
+
+def packbits(acc, nbits):
+    """Field bits packed MSB first, the last byte padded with zeros (BMv2's BufBuilder)."""
+    pad = -nbits % 8
+    return (acc << pad).to_bytes((nbits + pad) >> 3, "big")
+
+
+def logfmt(fmt, values):
+    """log_msg's formatting: each `{}` takes the next value."""
+    parts = fmt.split("{}")
+    out = [parts[0]]
+    for i, part in enumerate(parts[1:]):
+        out.append(str(values[i]) if i < len(values) else "{}")
+        out.append(part)
+    return "".join(out)

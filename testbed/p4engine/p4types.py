@@ -1,0 +1,242 @@
+"""P4 types as the checker and compiler see them, and their storage layout.
+
+Every value a packet carries lives in one flat Python list (the packet's state, `S`): a scalar
+takes one slot, a header takes a validity slot followed by its fields, a struct concatenates its
+fields, a header stack keeps its next-index slot followed by its elements. Generated code
+addresses slots by constant index, which is what makes it fast.
+"""
+
+
+class P4Type:
+    scalar = False
+    aggregate = False
+
+    def slots(self):
+        return 1
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.key() == other.key()
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.key()))
+
+    def key(self):
+        return ()
+
+
+class BitT(P4Type):
+    scalar = True
+
+    def __init__(self, width, signed=False):
+        self.width, self.signed = width, signed
+
+    def key(self):
+        return (self.width, self.signed)
+
+    def __str__(self):
+        return f"{'int' if self.signed else 'bit'}<{self.width}>"
+
+    @property
+    def mask(self):
+        return (1 << self.width) - 1
+
+
+class IntLitT(P4Type):
+    """An integer of unbounded width (a literal or a compile-time constant)."""
+    scalar = True
+
+    def __str__(self):
+        return "int"
+
+
+class BoolT(P4Type):
+    scalar = True
+
+    def __str__(self):
+        return "bool"
+
+
+class StringT(P4Type):
+    scalar = True
+
+    def __str__(self):
+        return "string"
+
+
+class VoidT(P4Type):
+    def __str__(self):
+        return "void"
+
+
+class ErrorT(P4Type):
+    scalar = True
+
+    def __str__(self):
+        return "error"
+
+
+class MatchKindT(P4Type):
+    scalar = True
+
+    def __str__(self):
+        return "match_kind"
+
+
+class EnumT(P4Type):
+    """A plain enum (values are member indices) or a serializable enum (values of `base`)."""
+    scalar = True
+
+    def __init__(self, name, members, base=None, values=None):
+        self.name, self.members, self.base = name, list(members), base
+        self.values = values or {m: i for i, m in enumerate(self.members)}
+
+    def key(self):
+        return (self.name,)
+
+    def __str__(self):
+        return self.name
+
+
+class FieldsT(P4Type):
+    aggregate = True
+
+    def __init__(self, name, fields, annos=None):
+        self.name = name
+        self.fields = fields              # list of (name, P4Type)
+        self.field_annos = annos or {}    # name -> [annotation Node]
+        self._offsets = None
+
+    def key(self):
+        return (self.name,)
+
+    def __str__(self):
+        return self.name
+
+    def field_type(self, name):
+        for n, t in self.fields:
+            if n == name:
+                return t
+        return None
+
+
+class StructT(FieldsT):
+    def offsets(self):
+        if self._offsets is None:
+            off, res = 0, {}
+            for n, t in self.fields:
+                res[n] = off
+                off += t.slots()
+            self._offsets = res
+            self._size = off
+        return self._offsets
+
+    def slots(self):
+        self.offsets()
+        return self._size
+
+
+class HeaderT(FieldsT):
+    def offsets(self):
+        if self._offsets is None:
+            self._offsets = {n: 1 + i for i, (n, _) in enumerate(self.fields)}
+        return self._offsets
+
+    def slots(self):
+        return 1 + len(self.fields)
+
+    @property
+    def bit_width(self):
+        return sum(t.width for _, t in self.fields)
+
+
+class StackT(P4Type):
+    aggregate = True
+
+    def __init__(self, elem, size):
+        self.elem, self.size = elem, size
+
+    def key(self):
+        return (self.elem.key(), self.size)
+
+    def __str__(self):
+        return f"{self.elem}[{self.size}]"
+
+    def slots(self):
+        return 1 + self.size * self.elem.slots()
+
+
+class ListT(P4Type):
+    """The type of `{a, b, c}` and of tuples."""
+    aggregate = True
+
+    def __init__(self, types):
+        self.types = list(types)
+
+    def key(self):
+        return tuple(t.key() for t in self.types)
+
+    def __str__(self):
+        return "tuple<" + ", ".join(str(t) for t in self.types) + ">"
+
+    def slots(self):
+        return sum(t.slots() for t in self.types)
+
+
+class ExternT(P4Type):
+    def __init__(self, name, decl, targs=()):
+        self.name, self.decl, self.targs = name, decl, list(targs)
+
+    def key(self):
+        return (self.name,)
+
+    def __str__(self):
+        return self.name
+
+
+class TypeVarT(P4Type):
+    def __init__(self, name):
+        self.name = name
+
+    def key(self):
+        return (self.name,)
+
+    def __str__(self):
+        return self.name
+
+
+class BlockT(P4Type):
+    """A parser, control or package type (the declaration is kept)."""
+
+    def __init__(self, kind, name, decl):
+        self.kind, self.name, self.decl = kind, name, decl
+
+    def key(self):
+        return (self.kind, self.name)
+
+    def __str__(self):
+        return self.name
+
+
+BOOL = BoolT()
+INTLIT = IntLitT()
+VOID = VoidT()
+ERROR = ErrorT()
+STRING = StringT()
+MATCH_KIND = MatchKindT()
+
+
+def is_numeric(t):
+    return isinstance(t, (BitT, IntLitT))
+
+
+def width_of(t):
+    """Bit width of a scalar type used in packing, keys or casts (None if it has none)."""
+    if isinstance(t, BitT):
+        return t.width
+    if isinstance(t, BoolT):
+        return 1
+    if isinstance(t, EnumT) and t.base is not None:
+        return t.base.width
+    if isinstance(t, ErrorT):
+        return 32
+    return None
