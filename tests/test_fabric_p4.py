@@ -19,7 +19,6 @@ from scapy.all import IP, UDP, Ether, Raw
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl
 from scapy.contrib.roce import BTH
 
-from testbed import P4_DIR
 from testbed.clos import CPU_PORT, ClosSpec, build
 
 
@@ -75,8 +74,9 @@ def fab(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def fresh(fab):
-    """Every test starts from the default knobs and empty PFC/flowlet state."""
+    """Every test starts from the default knobs, no overrides and empty PFC/flowlet state."""
     fab.ctl.set_knobs(fab.defaults)
+    fab.ctl.clear_te_overrides()
     pipeline = fab.switch.pipeline
     with fab.switch.lock:
         for name in REGISTERS:

@@ -18,7 +18,6 @@ can be non-zero are read (ports x 8 priorities), never whole 4096-cell arrays.
 from p4.v1 import p4runtime_pb2
 
 from testbed.control import program_names as N
-from testbed.control.p4runtime_io import decode
 
 # counter name, its packets field, its bytes field (None: a packets-only counter)
 PORT_PRIO_COUNTERS = (
@@ -107,19 +106,3 @@ def read_switch(conn, switch, switch_routes, punted=None):
                              for p, prios in result["ports"].items()}
     return result
 
-
-def read_registers(conn, name, indices):
-    """{index: value} of register `name` at `indices`."""
-    info = conn.info()
-    rid = info.get("registers", name).preamble.id
-    entities = []
-    for index in indices:
-        entity = p4runtime_pb2.Entity()
-        entity.register_entry.register_id = rid
-        entity.register_entry.index.index = index
-        entities.append(entity)
-    out = {}
-    for entity in conn.read(entities):
-        r = entity.register_entry
-        out[r.index.index] = decode(r.data.bitstring) if r.data.HasField("bitstring") else 0
-    return out

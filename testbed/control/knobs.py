@@ -16,7 +16,7 @@ coming closer than the flowlet gap; the flow key includes the QP when qp_aware).
 Thresholds are in packets, like enq_qdepth; times in microseconds.
 """
 from dataclasses import dataclass, field, replace
-from typing import Dict, Tuple
+from typing import Dict
 
 from testbed.control import program_names as N
 from testbed.control.entries import Entry, exact, mac_to_int, params

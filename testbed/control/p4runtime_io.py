@@ -50,9 +50,6 @@ class P4InfoHelper:
             raise ControlError(f"the P4 program on the switch has no {kind[:-1].replace('_', ' ')} "
                                f"{name!r}: is it running p4/fabric.p4?") from None
 
-    def has(self, kind, name):
-        return name in self._by_kind[kind]
-
     # --- Entry -> TableEntry ---
     def table_entry(self, entry: Entry):
         table = self.get("tables", entry.table)

@@ -15,10 +15,6 @@ PFC_PORT = "FabricEgress.pfc_port"
 PFC_EGRESS_CONFIG = "FabricEgress.pfc_egress_config"
 ECN_CONFIG = "FabricEgress.ecn_config"
 
-#: Every table the controller owns entries of (and reads back to learn switch state).
-MANAGED_TABLES = (ECMP_CONFIG, DSCP_TO_PRIORITY, PFC_INGRESS_CONFIG, IPV4_LPM, TE_OVERRIDE,
-                  ECMP_MEMBER, PFC_PORT, PFC_EGRESS_CONFIG, ECN_CONFIG)
-
 # --- actions ---
 SET_ECMP_CONFIG = "FabricIngress.set_ecmp_config"
 SET_PRIORITY = "FabricIngress.set_priority"
@@ -26,7 +22,6 @@ SET_PFC_INGRESS = "FabricIngress.set_pfc_ingress"
 FORWARD = "FabricIngress.forward"
 ROUTE_TO_PORT = "FabricIngress.route_to_port"
 ROUTE_TO_GROUP = "FabricIngress.route_to_group"
-NO_ROUTE = "FabricIngress.no_route"
 SET_PFC_PORT = "FabricEgress.set_pfc_port"
 SET_PFC_EGRESS = "FabricEgress.set_pfc_egress"
 SET_ECN_THRESHOLDS = "FabricEgress.set_ecn_thresholds"
@@ -40,12 +35,6 @@ DEMAND_BYTES = "FabricIngress.demand_bytes"                  # (ingress port << 
 TX_PORT_PRIO = "FabricEgress.tx_port_prio"
 ECN_MARK_PORT_PRIO = "FabricEgress.ecn_mark_port_prio"
 PFC_TX_PORT_PRIO = "FabricEgress.pfc_tx_port_prio"
-ECMP_MEMBER_COUNTER = "FabricIngress.ecmp_member_counter"    # direct, on ecmp_member
-TE_OVERRIDE_COUNTER = "FabricIngress.te_override_counter"    # direct, on te_override
-
-# --- registers ---
-PFC_PAUSED = "pfc_paused"
-QUEUE_OCCUPANCY = "queue_occupancy"
 
 # --- numbers fixed by the program ---
 CPU_PORT = 510
