@@ -26,6 +26,10 @@ def anno(name, *ints):
                                                       for v in ints])
 
 
+def anno_str(name, text):
+    return Node("annotation", HERE, name=name, args=[Node("string", HERE, value=text)])
+
+
 def action(name, params=(), annos=(), loc=HERE, param_annos=None):
     param_nodes = [Node("param", loc, name=p, direction=None, annos=(param_annos or {}).get(p, []))
                    for p, _ in params]
@@ -195,8 +199,10 @@ def test_tables_nothing_applies_are_left_out():
 # ---------------------------------------------------------------------------------- externs
 def test_profiles_counters_meters_registers():
     a = action("C.a", [("p", 9)])
-    selector = extern("C.sel", "action_selector", size=64, kind="crc16", annos=[anno("max_group_size", 8)])
-    profile = extern("C.prof", "action_profile", size=32)
+    selector = extern("C.sel", "action_selector", size=64, kind="crc16",
+                      annos=[anno("max_group_size", 8), anno_str("selector_size_semantics", "sum_of_members"),
+                             anno("max_member_weight", 4000)])
+    profile = extern("C.prof", "action_profile", size=32, annos=[anno("max_group_size", 8)])
     t1 = table("C.t1", [("x", "exact", 8)], [(a, [])], implementation=selector)
     t2 = table("C.t2", [("x", "exact", 8)], [(a, [])], implementation=selector)
     t3 = table("C.t3", [("x", "exact", 8)], [(a, [])], implementation=profile)
@@ -213,7 +219,9 @@ def test_profiles_counters_meters_registers():
     assert profiles["C.sel"].with_selector and profiles["C.sel"].size == 64
     assert profiles["C.sel"].max_group_size == 8
     assert list(profiles["C.sel"].table_ids) == [tids["C.t1"], tids["C.t2"]]
+    assert profiles["C.sel"].sum_of_members.max_member_weight == 4000
     assert not profiles["C.prof"].with_selector and list(profiles["C.prof"].table_ids) == [tids["C.t3"]]
+    assert profiles["C.prof"].max_group_size == 0          # meaningless without a selector (p4c)
     assert {t.preamble.name: t.implementation_id for t in info.tables} == {
         "C.t1": profiles["C.sel"].preamble.id, "C.t2": profiles["C.sel"].preamble.id,
         "C.t3": profiles["C.prof"].preamble.id}

@@ -72,6 +72,16 @@ def _annotation_int(annos, name):
     raise P4Error(f"@{name} needs an integer argument", getattr(a, "loc", None))
 
 
+def _annotation_string(annos, name):
+    a = _annotation(annos, name)
+    if a is None:
+        return None
+    for arg in a.args or ():
+        if getattr(arg, "kind", None) == "string":
+            return arg.value
+    raise P4Error(f"@{name} needs a string argument", getattr(a, "loc", None))
+
+
 def _hidden(annos):
     return _annotation(annos, "hidden") is not None
 
@@ -327,9 +337,23 @@ class _Builder:
             msg.table_ids.append(self.ids[(PREFIX.TABLE, table)])
         msg.with_selector = with_selector
         msg.size = e.size
+        if not with_selector:
+            return      # p4c ignores the selector annotations on a plain profile
         max_group = _annotation_int(e.annos, "max_group_size")
         if max_group is not None:
             msg.max_group_size = max_group
+        semantics = _annotation_string(e.annos, "selector_size_semantics")
+        if semantics is not None:
+            if semantics.lower() == "sum_of_weights":
+                msg.sum_of_weights.SetInParent()
+            elif semantics.lower() == "sum_of_members":
+                msg.sum_of_members.SetInParent()
+                weight = _annotation_int(e.annos, "max_member_weight")
+                if weight is not None:
+                    msg.sum_of_members.max_member_weight = weight
+            else:
+                raise P4Error(f"action selector {e.name}: @selector_size_semantics must be "
+                              f"\"sum_of_weights\" or \"sum_of_members\", not {semantics!r}", e.loc)
 
     def extern_action_profile(self, p, e):
         self._profile(p, e, False)
