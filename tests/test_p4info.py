@@ -301,3 +301,87 @@ def test_p4runtime_shell_and_the_server_index_read_it():
     assert table.match_fields[0].kind == "exact" and not table.needs_priority
     assert index.action_by_name["MyIngress.fwd"].param_by_name["port"].bitwidth == 9
     assert index.registers[info.registers[0].preamble.id].size == 4
+
+
+# ---------------------------------------------------------------------------------- real programs
+FULL = """#include <core.p4>
+#include <v1model.p4>
+@controller_header("packet_in") header packet_in_t { bit<9> ingress_port; bit<7> _pad; }
+@controller_header("packet_out") header packet_out_t { @id(2) bit<9> egress_port; bit<7> _pad; }
+header ethernet_t { bit<48> dstAddr; bit<48> srcAddr; bit<16> etherType; }
+struct learn_t { bit<48> srcAddr; bit<9> port; }
+struct headers_t { packet_out_t packet_out; ethernet_t ethernet; }
+struct meta_t { bit<16> hash; }
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.ethernet); transition accept; }
+}
+control V(inout headers_t hdr, inout meta_t meta) { apply { } }
+control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    direct_counter(CounterType.packets_and_bytes) hits;
+    @max_group_size(16) action_selector(HashAlgorithm.crc16, 32w128, 32w14) sel;
+    register<bit<32>>(8) seen;
+    @id(0x01000042) action fwd(bit<9> port) { sm.egress_spec = port; }
+    action drop() { mark_to_drop(sm); }
+    action learn() { digest<learn_t>(1, { hdr.ethernet.srcAddr, sm.ingress_port }); }
+    @name("smac") table src_mac {
+        key = { hdr.ethernet.srcAddr: exact @name("mac"); }
+        actions = { learn; @defaultonly NoAction; }
+        counters = hits;
+        const default_action = NoAction();
+    }
+    table ecmp {
+        key = { hdr.ethernet.dstAddr: lpm; hdr.ethernet.etherType: selector; }
+        actions = { fwd; drop; }
+        implementation = sel;
+        size = 64;
+    }
+    table unused { key = { hdr.ethernet.etherType: exact; } actions = { drop; } }
+    apply {
+        src_mac.apply();
+        ecmp.apply();
+        seen.write(0, 1);
+        if (hdr.ethernet.etherType == 0) { drop(); }
+    }
+}
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers_t hdr, inout meta_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.ethernet); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_a_compiled_program_gives_what_p4c_would():
+    from testbed.p4engine import compile_source
+    info = compile_source(FULL, "full.p4").p4info
+
+    def pid(prefix, name):
+        return (prefix << 24) | (P.jenkins_hash(name) & 0xFFFFFF)
+    tables = by_name(info.tables)
+    assert set(tables) == {"I.smac", "I.ecmp"}                        # 'unused' is never applied
+    smac, ecmp = tables["I.smac"], tables["I.ecmp"]
+    assert smac.preamble.id == pid(2, "I.smac") and smac.preamble.alias == "smac"
+    assert [(m.name, m.bitwidth) for m in smac.match_fields] == [("mac", 48)]
+    assert smac.const_default_action_id == 21257015
+    assert {r.id: r.scope for r in smac.action_refs}[21257015] == p4info_pb2.ActionRef.DEFAULT_ONLY
+    hits = info.direct_counters[0]
+    assert hits.preamble.name == "I.hits" and list(smac.direct_resource_ids) == [hits.preamble.id]
+    assert hits.direct_table_id == smac.preamble.id and hits.spec.unit == p4info_pb2.CounterSpec.BOTH
+    assert [(m.name, m.match_type) for m in ecmp.match_fields] == [("hdr.ethernet.dstAddr", p4info_pb2.MatchField.LPM)]
+    assert ecmp.size == 64
+    sel = info.action_profiles[0]
+    assert (sel.preamble.name, sel.with_selector, sel.size, sel.max_group_size) == ("I.sel", True, 128, 16)
+    assert ecmp.implementation_id == sel.preamble.id and list(sel.table_ids) == [ecmp.preamble.id]
+    actions = by_name(info.actions)
+    assert actions["I.fwd"].preamble.id == 0x01000042
+    assert [(p.id, p.name, p.bitwidth) for p in actions["I.fwd"].params] == [(1, "port", 9)]
+    assert "I.drop" in actions and not actions["I.drop"].params      # listed by ecmp and called directly
+    assert info.registers[0].preamble.name == "I.seen" and info.registers[0].size == 8
+    assert info.registers[0].type_spec.bitstring.bit.bitwidth == 32
+    assert info.digests[0].preamble.name == "learn_t"
+    assert [(m.name, m.type_spec.bitstring.bit.bitwidth)
+            for m in info.type_info.structs["learn_t"].members] == [("srcAddr", 48), ("port", 9)]
+    headers = by_name(info.controller_packet_metadata)
+    assert headers["packet_in"].preamble.id == pid(4, "packet_in_t")
+    assert [(m.id, m.name, m.bitwidth) for m in headers["packet_in"].metadata] == [(1, "ingress_port", 9),
+                                                                                 (2, "_pad", 7)]
+    assert [(m.id, m.name) for m in headers["packet_out"].metadata] == [(2, "egress_port"), (3, "_pad")]
