@@ -110,6 +110,13 @@ def test_four_ranks_complete_a_ring_allreduce_with_exact_bytes_and_no_oos(lab_fa
         assert c["cts_tx"] > 0 and c["cts_rx"] > 0
         assert len(r["qps"]) == 2 * 2 * 2                                # 2 peers x 2 channels x 2 QPs
         assert {q["peer_rank"] for q in r["qps"]} == {(r["rank"] + 1) % n, (r["rank"] - 1) % n}
+        # QP scaling: the bytes to the next rank are spread over all 4 of its QPs (2 per channel),
+        # each with its own UDP source port for ECMP; the previous rank's 4 QPs all deliver.
+        out_qps = [q for q in r["qps"] if q["peer_rank"] == (r["rank"] + 1) % n]
+        in_qps = [q for q in r["qps"] if q["peer_rank"] == (r["rank"] - 1) % n]
+        assert sum(q["tx_bytes"] for q in out_qps) == per_rank and sum(q["rx_bytes"] for q in in_qps) == per_rank
+        assert min(q["tx_bytes"] for q in out_qps) >= per_rank / 4 / 2, [q["tx_bytes"] for q in out_qps]
+        assert min(q["rx_bytes"] for q in in_qps) > 0 and len({q["udp_sport"] for q in out_qps}) == 4
         row = r["results"][0]
         assert row["size"] == size and row["time_us"] > 0
         assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 1.5, rel=1e-3)
@@ -271,3 +278,32 @@ def test_cts_admission_bounds_the_receive_queue_of_a_16_to_1_incast(lab_factory,
     assert without["rx_buffer_peak"] > 1.5 * senders * buffer_bytes and without["pfc_tx"] >= 1
     assert with_cts["rx_buffer_peak"] <= senders * buffer_bytes and with_cts["pfc_tx"] == 0
     assert with_cts["cts_tx"] >= senders and without["cts_tx"] == 0
+
+
+def test_sigterm_ends_a_rank_with_a_report_saying_so(lab_factory, tmp_path):
+    lab = lab_factory(2, bridge=False)
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"pattern": "stream", "timeout_s": 30, "ranks": [
+        {"host": h["ns"], "ip": h["ip"], "mac": h["mac"], "iface": h["iface"]} for h in lab.hosts]}))
+    out = tmp_path / "rank0.json"
+    proc = subprocess.Popen(["ip", "netns", "exec", lab.hosts[0]["ns"], ROCELAB, "traffic", "run", "--job", str(job),
+                             "--rank", "0", "--out", str(out), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20        # rank 1 never starts: rank 0 waits at the start barrier
+        while time.monotonic() < deadline and not _listening_udp(lab.hosts[0]["ns"], 18515):
+            time.sleep(0.05)
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    report = json.loads(out.read_text())
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert report["status"] == "interrupted" and report["rank"] == 0
+
+
+def _listening_udp(ns, port):
+    out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hlun", f"sport = :{port}"], capture_output=True, text=True)
+    return bool(out.stdout.strip())

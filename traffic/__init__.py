@@ -10,7 +10,9 @@ host (or namespace)::
 
 Ranks coordinate only over the network (a UDP barrier to rank 0 on the job's
 ``control_port``, DSCP of the control class), every wait is bounded by the
-job's ``timeout_s``, and each rank writes a JSON report even on failure.
+job's ``timeout_s``, and each rank writes a JSON report even on failure or
+SIGTERM/Ctrl-C (exit status 0 ok, 1 failed or timed out, 2 bad job or
+arguments, 130 interrupted).
 
 Modules and the API other parts call
 ------------------------------------
@@ -21,14 +23,18 @@ Modules and the API other parts call
     The job format is documented in the module docstring.
 ``traffic.runner``
     ``RankRunner(job, rank).run() -> report dict`` — what ``rocelab traffic run`` does.
+    CTS: a receiver grants each (peer, channel) credit = bytes its host consumed +
+    ``cts.buffer_bytes``; senders post WRITEs only within it.
 ``traffic.report``
     ``rank_report(runner)``; ``nccl_table(report) -> str`` (size, count, type, redop, root,
     time, algbw, busbw); ``perftest_table(report) -> str`` (stream pattern).
-    Report keys: job, pattern, rank, nranks, host, ip, status ("ok"|"timeout"|"error"), error,
-    config, results [{size, count, type, redop, root, time_us, algbw_GBps, busbw_GBps, ...}],
+    Report keys: job, pattern, rank, nranks, host, ip, status ("ok"|"timeout"|"error"|"interrupted"),
+    error, config (incl. the effective lat_timeout_s),
+    results [{size, count, type, redop, root, time_us, algbw_GBps, busbw_GBps, ...}],
     perftest, bytes {expected_tx, expected_rx, acked_tx, rx}, counters {tx/rx packets and bytes,
     data_tx_bytes, data_rx_bytes, oos, duplicates, cnp_tx, cnp_rx, ce_rx, pfc_rx, pfc_tx,
-    retransmits, lat_timeouts, naks_tx/rx, acks_tx/rx, cts_tx/rx, icrc_errors, ...},
+    retransmits, lat_timeouts, naks_tx/rx, acks_tx/rx, cts_tx/rx, icrc_errors, rx_buffer_peak
+    (slow receiver's high-water mark, bytes), ...},
     pfc_rx_by_priority, paused_seconds_by_priority, timing, qps [per-QP counters + dcqcn state].
 ``traffic.collectives``
     ``PATTERNS`` (ring_allreduce, tree_allreduce, allgather, reducescatter, alltoall, incast,
@@ -37,8 +43,9 @@ Modules and the API other parts call
 ``traffic.nic``
     ``Nic(iface, mac, ip, NicConfig(...))`` with ``create_qp(local_qpn, remote_qpn, peer_ip,
     peer_mac, context)``, ``post_write(qp, nbytes, imm=None, on_done=None)``, ``poll(max_wait)``,
-    ``send_cts(...)``, ``send_pfc({prio: quanta})``, ``report()``; callbacks ``on_rx_bytes``,
-    ``on_rx_message``, ``on_cts``. ``TrafficClass(dscp, priority, ecn)``; defaults: data DSCP 26
+    ``send_cts(...)``, ``send_pfc({prio: quanta})``, ``report()``; callbacks ``on_rx_bytes``
+    (arrived in order), ``on_rx_consumed`` (taken in by the host: at ``slow_rx_bps`` when set),
+    ``on_rx_message``, ``on_cts``. ``NicConfig.ack_timeout``: the local ACK timeout in use. ``TrafficClass(dscp, priority, ecn)``; defaults: data DSCP 26
     priority 3 ECT(0), CNP DSCP 48 priority 6, control/CTS DSCP 46 priority 7.
 ``traffic.dcqcn``
     ``DcqcnParams`` (settable parameters), ``Dcqcn(line_rate_bps, params)`` with ``on_cnp``,

@@ -1,22 +1,45 @@
 """`rocelab traffic ...`: run one rank of a job inside a host, check jobs, write sample packets."""
 import argparse
+import signal
 import sys
+
+EPILOG = """\
+a job is a JSON file; the smallest one names a pattern and the ranks' hosts:
+  {"pattern": "ring_allreduce", "sizes": [1048576],
+   "ranks": [{"host": "h1", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "iface": "h1-eth0"},
+             {"host": "h2", "ip": "10.0.0.2", "mac": "02:00:00:00:00:02", "iface": "h2-eth0"}]}
+patterns: ring_allreduce tree_allreduce allgather reducescatter alltoall incast pipeline stream
+every other key (channels, qps_per_connection, qp_spread, chunk_bytes, cts, dcqcn, classes, nic,
+timeout_s, ...) is optional; `python3 -c "import traffic.job; help(traffic.job)"` lists them.
+
+typical use, one process per host (e.g. in each Mininet host):
+  rocelab traffic check --job job.json               # validate; show each rank's peers and bytes
+  rocelab traffic run --job job.json --rank 0 --out rank0.json
+"""
 
 
 def register(sub, name, help_text):
-    p = sub.add_parser(name, help=help_text, description=help_text)
+    p = sub.add_parser(name, help=help_text, description=help_text, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     groups = p.add_subparsers(dest="traffic_cmd", metavar="COMMAND")
 
     run = groups.add_parser("run", help="run one rank of a job in this host (namespace); writes a JSON report",
-                            description="Run rank N of the job on this host's interface, coordinating with the "
-                                        "other ranks over the network; exits by itself (job timeout_s).")
+                            description="Run rank N of the job on this host's interface (needs root for the raw "
+                                        "socket), coordinating with the other ranks over the network; exits by "
+                                        "itself within the job's timeout_s and writes its report even on failure. "
+                                        "Exit status: 0 ok, 1 the run failed or timed out, 2 bad arguments or job, "
+                                        "130 interrupted.",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--job", required=True, help="job description (JSON)")
     run.add_argument("--rank", required=True, type=int, help="this process's rank (index into job.ranks)")
     run.add_argument("--out", help="write the JSON report here (default: print it)")
     run.add_argument("--quiet", action="store_true", help="do not print the nccl-tests table")
     run.set_defaults(func=_run)
 
-    check = groups.add_parser("check", help="validate a job file and print each rank's schedule summary")
+    check = groups.add_parser("check", help="validate a job file and print each rank's schedule summary",
+                              description="Validate a job file (errors name the bad key) and print, per rank, "
+                                          "its host, peers and the bytes it sends and receives.",
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("--job", required=True)
     check.set_defaults(func=_check)
 
@@ -38,6 +61,8 @@ def _run(args):
     except (JobError, ValueError) as exc:
         print(f"rocelab traffic run: {exc}", file=sys.stderr)
         return 2
+    # SIGTERM (an experiment runner stopping us) ends the run like Ctrl-C: the report still gets written.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     report = runner.run()
     text = json.dumps(report, indent=1)
     if args.out:
@@ -55,7 +80,7 @@ def _run(args):
             print(perftest_table(report), file=sys.stderr if not args.out else sys.stdout)
     if report["status"] != "ok":
         print(f"rocelab traffic run: rank {args.rank}: {report['status']}: {report['error']}", file=sys.stderr)
-        return 1
+        return 130 if report["status"] == "interrupted" else 1
     return 0
 
 

@@ -167,7 +167,10 @@ class RawSocket:
     def __init__(self, iface, mac, buffer_bytes=8 << 20):
         self.iface = iface
         self.mac = mac_bytes(mac)
-        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        try:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot open a raw socket for interface {iface!r}: {exc.strerror}") from None
         try:
             self._attach_filter(sock)
             sock.bind((iface, ETH_P_ALL))

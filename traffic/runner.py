@@ -17,6 +17,14 @@ from traffic.nic import Nic
 INFINITE_CREDIT = 1 << 62
 
 
+def _message(exc):
+    """The text of an error without Python's "[Errno N]" prefix; raw sockets need privileges."""
+    if isinstance(exc, OSError) and exc.strerror:
+        hint = " (raw sockets need root or CAP_NET_RAW)" if exc.errno == 1 else ""
+        return exc.strerror + hint
+    return str(exc)
+
+
 class RunTimeout(Exception):
     pass
 
@@ -159,15 +167,20 @@ class RankRunner:
         for peer in self.peers:
             mac, how = self._resolve_mac(peer, arp_deadline)
             self.next_hop_macs[peer] = {"mac": mac, "source": how}
-            for ch in range(job.channels):
-                conn = Connection(peer, ch, job.ranks[peer].ip, mac, job.cts)
-                for q in range(job.qps_per_connection):
-                    local = job.qpn(peer, ch, q)
-                    remote = job.qpn(self.rank, ch, q)
-                    conn.qps.append(self.nic.create_qp(local, remote, conn.peer_ip, mac, context=conn))
-                self.conns[(peer, ch)] = conn
+            self.connect(peer, mac)
         self.barrier("start")
         self.timing["start_barrier_s"] = round(self.now() - self.t0, 6)
+
+    def connect(self, peer, mac):
+        """One connection per channel to `peer`, each with the job's QPs (QP scaling)."""
+        job = self.job
+        for ch in range(job.channels):
+            conn = Connection(peer, ch, job.ranks[peer].ip, mac, job.cts)
+            for q in range(job.qps_per_connection):
+                local = job.qpn(peer, ch, q)
+                remote = job.qpn(self.rank, ch, q)
+                conn.qps.append(self.nic.create_qp(local, remote, conn.peer_ip, mac, context=conn))
+            self.conns[(peer, ch)] = conn
 
     # -- the loop --------------------------------------------------------------------------------
     def _turn(self):
@@ -360,7 +373,9 @@ class RankRunner:
         except RunTimeout as exc:
             self.status, self.error = "timeout", str(exc)
         except (RunFailed, OSError, ValueError) as exc:
-            self.status, self.error = "error", str(exc)
+            self.status, self.error = "error", _message(exc)
+        except KeyboardInterrupt:
+            self.status, self.error = "interrupted", "interrupted by a signal"
         finally:
             report = self.report()
             self.close()
