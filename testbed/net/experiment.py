@@ -12,7 +12,8 @@ run's ledger like everything else, so Ctrl-C, SIGTERM or a crash leave nothing b
 """
 import json
 import os
-import subprocess
+import re
+import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -204,32 +205,58 @@ def run_ranks(fabric, job, out_dir):
     job_path = out_dir / "job.json"
     with open(job_path, "w") as f:
         json.dump(job, f, indent=1)
-    procs = []
+    ranks = []
     for rank, r in enumerate(job["ranks"]):
-        log = open(out_dir / f"rank{rank}.log", "w")
         cmd = [sys.executable, "-m", "testbed.cli", "traffic", "run", "--job", str(job_path), "--rank", str(rank),
                "--out", str(out_dir / f"rank{rank}.json")]
-        procs.append((rank, r, fabric.host(r["host"]).popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
+        ranks.append((rank, r, _start_in_host(fabric, fabric.host(r["host"]), cmd, out_dir / f"rank{rank}.log")))
     deadline = time.monotonic() + job["timeout_s"] + 15
+    while any(_running(p) for _, _, p in ranks) and time.monotonic() < deadline:
+        time.sleep(0.05)
     reports = []
-    for rank, r, proc, log in procs:
-        try:
-            proc.wait(max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            stop_process(proc, timeout=1.0)
-        log.close()
-        reports.append(_read_report(out_dir, rank, r, proc.returncode))
+    for rank, r, proc in ranks:
+        if _running(proc):
+            stop_process(proc[0], timeout=1.0)
+        reports.append(_read_report(out_dir, rank, r))
     return reports
 
 
-def _read_report(out_dir, rank, r, status):
+def _start_in_host(fabric, node, cmd, log_path):
+    """Start `cmd` in the background of the host's own shell; returns (pid, start time).
+
+    Not node.popen(): that forks this process, whose gRPC threads (the controller's
+    channels) do not survive a fork; the host shell was forked before any of them existed.
+    The PID is recorded in the run's ledger, and teardown kills everything in the host's
+    namespace anyway."""
+    from testbed.cleanup import proc_start_time
+    out = node.cmd(f"{shlex.join(cmd)} >{shlex.quote(str(log_path))} 2>&1 </dev/null & echo rocelab-pid=$!")
+    found = re.search(r"rocelab-pid=(\d+)", out)
+    if not found:
+        raise FabricError(f"{node.name}: could not start the traffic rank: {out.strip()}")
+    pid = int(found.group(1))
+    if fabric.ledger is not None:
+        fabric.ledger.add("pid", pid, node=node.name, role="rank")
+    return pid, proc_start_time(pid)
+
+
+def _running(proc):
+    pid, start = proc
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z" and int(fields[19]) == start
+
+
+def _read_report(out_dir, rank, r):
     try:
         with open(out_dir / f"rank{rank}.json") as f:
             return json.load(f)
     except (OSError, ValueError):
         tail = (out_dir / f"rank{rank}.log").read_text(errors="replace").strip().splitlines()[-3:]
         return {"rank": rank, "host": r["host"], "status": "error", "results": [], "counters": {},
-                "error": f"no report (exit status {status}): {' | '.join(tail) or 'empty log'}"}
+                "error": f"no report: {' | '.join(tail) or 'empty log'}"}
 
 
 def _topology(spec):
