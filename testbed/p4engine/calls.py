@@ -104,6 +104,7 @@ def call_method(self, m, n, ctx):
         _need_args(self, n, 0, "apply()")
         if ctx.where == "action":
             self.err("tables cannot be applied inside actions", n.loc)
+        self.out.applied_tables.add(sym.info.name)
         return Val("apply", None, f"{sym.info.fn}(S)", info=sym.info)
     if sym.kind == "packet":
         return self.call_packet(sym.info, name, n, ctx)
@@ -679,19 +680,32 @@ def _bind_args(self, params, n, ctx, what):
     return values, copy_out
 
 
-def _copy_out(self, copy_out, ctx):
+def _call_with_copy_out(self, line, copy_out, ctx):
+    """Emit the call `line`; out/inout arguments are copied back even when it exits (spec 6.8)."""
+    em = ctx.em
+    if not copy_out:
+        em.line(line)
+        return
+    em.line("try:")
+    em.indent()
+    em.line(line)
+    em.dedent()
+    em.line("finally:")
+    em.indent()
     for target, store, loc in copy_out:
         self.assign(target, store, ctx, loc)
+    em.dedent()
 
 
 def call_action(self, ai, n, ctx):
     if ctx.where == "parser":
         self.err("actions cannot be called in a parser", n.loc)
+    if ctx.where != "action":
+        self.out.called_actions.add(ai.name)
     params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in ai.params]
     values, copy_out = _bind_args(self, params, n, ctx, f"action {ai.name}")
     args = ", ".join(f"{k!r}: {v.code}" for k, v in values.items())
-    ctx.em.line(f"{ai.fn}(S, {{{args}}})")
-    _copy_out(self, copy_out, ctx)
+    _call_with_copy_out(self, f"{ai.fn}(S, {{{args}}})", copy_out, ctx)
     return None
 
 
@@ -701,12 +715,10 @@ def call_function(self, info, n, ctx):
     values, copy_out = _bind_args(self, fn.params, n, ctx, f"function {decl.name}")
     call_code = f"{fn.pyname}(S)"
     if isinstance(fn.ret, T.VoidT):
-        ctx.em.line(call_code)
-        _copy_out(self, copy_out, ctx)
+        _call_with_copy_out(self, call_code, copy_out, ctx)
         return None
     tmp = ctx.temp()
-    ctx.em.line(f"{tmp} = {call_code}")
-    _copy_out(self, copy_out, ctx)
+    _call_with_copy_out(self, f"{tmp} = {call_code}", copy_out, ctx)
     return Val("rv", fn.ret, tmp)
 
 
@@ -752,6 +764,5 @@ def call_control(self, inst, n, ctx):
     fn, params, name = inst
     plist = [(p.name, "packet" if v is None else (p.direction or "in"), pt, v) for p, pt, v in params]
     _, copy_out = _bind_args(self, plist, n, ctx, f"{name}.apply")
-    ctx.em.line(f"{fn}(S)")
-    _copy_out(self, copy_out, ctx)
+    _call_with_copy_out(self, f"{fn}(S)", copy_out, ctx)
     return None

@@ -214,8 +214,10 @@ class Compiled:
         self.digests = OrderedDict()     # name -> DigestInfo
         self.controller_headers = []     # (name, HeaderT, annos)
         self.errors = []
-        self.field_lists = {}            # index -> tuple of slots
-        self.entry_points = {}
+        self.field_lists = {}            # index -> list of slots (@field_list, clone3/resubmit data)
+        self.entry_points = {}           # V1Switch role -> generated function name
+        self.called_actions = set()      # actions called directly from a control body (not an action)
+        self.applied_tables = set()      # tables whose apply() appears somewhere
 
 
 class Compiler:
@@ -901,6 +903,15 @@ class Compiler:
             if pa is not None and pa.args:
                 prio = self.const_int(pa.args[0], "priority")
             entries.append((keys, tb.ActionCall(ai.name, args), prio))
+        if any(prio is not None for _, _, prio in entries):
+            # @priority is BMv2's (lower wins); an entry without one follows the previous + 1,
+            # as p4c numbers them. The runtime tables take P4Runtime priorities (higher wins).
+            bmv2, cur = [], 0
+            for _, _, prio in entries:
+                cur = prio if prio is not None else cur + 1
+                bmv2.append(cur)
+            top = max(bmv2) + 1
+            entries = [(k, a, top - p) for (k, a, _), p in zip(entries, bmv2)]
         return entries
 
     def entry_key(self, k, mk, w, ctx):
@@ -1100,7 +1111,11 @@ class Compiler:
         em = ctx.em
         if k == "assign":
             lhs = self.expr(s.lhs, ctx)
-            rhs = self.expr(s.rhs, ctx, lhs.type)
+            if getattr(s, "op", None):     # a op= b: the left side is evaluated once
+                rhs_node = Node("binop", s.loc, op=s.op, left=Node("evaluated", s.lhs.loc, val=lhs), right=s.rhs)
+            else:
+                rhs_node = s.rhs
+            rhs = self.expr(rhs_node, ctx, lhs.type)
             self.assign(lhs, rhs, ctx, s.loc)
         elif k == "call_stmt":
             if s.expr.kind != "call":
@@ -1287,10 +1302,11 @@ class Compiler:
         self.err(f"cannot use a value of type {vt} where {t} is expected (use an explicit cast)", loc)
 
     def wrap_code(self, code, t):
+        """Python code for `code` wrapped to type t's width (parenthesized: used inside larger code)."""
         if t.signed:
             h = 1 << (t.width - 1)
-            return f"((({code}) + {h}) & {t.mask}) - {h}"
-        return f"({code}) & {t.mask}"
+            return f"(((({code}) + {h}) & {t.mask}) - {h})"
+        return f"(({code}) & {t.mask})"
 
     def scalar(self, v, loc):
         if v.kind in ("rv", "lv"):
@@ -1318,6 +1334,9 @@ class Compiler:
                 self.err(f"value {n.value} does not fit in {t}", n.loc)
             return lit(wrap(n.value, t), t)
         return lit(n.value, T.INTLIT)
+
+    def x_evaluated(self, n, ctx, expected):
+        return n.val
 
     def x_bool(self, n, ctx, expected):
         return lit(n.value, T.BOOL)
@@ -1438,12 +1457,42 @@ class Compiler:
         items = [self.expr(i, ctx) for i in n.items]
         return Val("list", T.ListT([i.type for i in items if i.type is not None]), items=items)
 
+    def captured(self, ctx, fn):
+        """Run fn() (which translates an expression) and take back the statements it emitted
+        (calls with copy-out are hoisted into statements): returns (Val, lines)."""
+        mark = ctx.em.mark()
+        v = fn()
+        lines = ctx.em.lines[mark:]
+        del ctx.em.lines[mark:]
+        return v, lines
+
+    def snapshot(self, v, ctx):
+        """Evaluate `v` now into a temporary (it must not see later side effects)."""
+        if v.is_const or v.kind not in ("rv", "lv"):
+            return v
+        t = ctx.temp()
+        ctx.em.line(f"{t} = {v.code}")
+        return Val("rv", v.type, t)
+
+    def guarded(self, ctx, cond_code, lines, target, value_code):
+        """Emit `if cond: <lines>; target = value` (the hoisted statements run only when needed)."""
+        ctx.em.line(f"if {cond_code}:")
+        for line in lines:
+            ctx.em.lines.append("    " + line)
+        ctx.em.line(f"    {target} = {value_code}")
+
     def x_cond(self, n, ctx, expected):
         c = self.cond_expr(n.cond, ctx)
-        a = self.scalar(self.expr(n.a, ctx, expected), n.a.loc)
-        b = self.scalar(self.expr(n.b, ctx, expected), n.b.loc)
+        a, alines = self.captured(ctx, lambda: self.scalar(self.expr(n.a, ctx, expected), n.a.loc))
+        b, blines = self.captured(ctx, lambda: self.scalar(self.expr(n.b, ctx, expected), n.b.loc))
         a, b, t = self.unify(a, b, n.loc, "?:")
-        return Val("rv", t, f"({a.code} if {c} else {b.code})")
+        if not alines and not blines:
+            return Val("rv", t, f"({a.code} if {c} else {b.code})")
+        cv, r = ctx.temp(), ctx.temp()
+        ctx.em.line(f"{cv} = {c}")
+        self.guarded(ctx, cv, alines, r, a.code)
+        self.guarded(ctx, f"not {cv}", blines, r, b.code)
+        return Val("rv", t, r)
 
     def x_cast(self, n, ctx, expected):
         t = self.resolve_type(n.type)
@@ -1528,15 +1577,23 @@ class Compiler:
         op = n.op
         if op in ("&&", "||"):
             a = self.scalar(self.expr(n.left, ctx), n.left.loc)
-            b = self.scalar(self.expr(n.right, ctx), n.right.loc)
+            b, blines = self.captured(ctx, lambda: self.scalar(self.expr(n.right, ctx), n.right.loc))
             for v, nd in ((a, n.left), (b, n.right)):
                 if not isinstance(v.type, T.BoolT):
                     self.err(f"'{op}' needs bool operands, not {v.type}", nd.loc)
+            if blines:      # the right side has statements: run them only if it is evaluated
+                r = ctx.temp()
+                ctx.em.line(f"{r} = {a.code}")
+                self.guarded(ctx, r if op == "&&" else f"not {r}", blines, r, b.code)
+                return Val("rv", T.BOOL, r)
             if a.is_const and b.is_const:
                 return lit((a.const and b.const) if op == "&&" else (a.const or b.const), T.BOOL)
             return Val("rv", T.BOOL, f"({a.code} {'and' if op == '&&' else 'or'} {b.code})")
         a = self.expr(n.left, ctx)
-        b = self.expr(n.right, ctx)
+        b, blines = self.captured(ctx, lambda: self.expr(n.right, ctx))
+        if blines:          # left to right: the left operand is read before the right's effects
+            a = self.snapshot(a, ctx)
+            ctx.em.lines.extend(blines)
         if op in ("==", "!=") and a.kind == "agg" and b.kind == "agg":
             if a.type != b.type:
                 self.err(f"cannot compare {a.type} with {b.type}", n.loc)

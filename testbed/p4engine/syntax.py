@@ -626,9 +626,7 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def op_assignment(self, meta, ch):
-        op = str(ch[1])[:-1]
-        return Node("assign", self._loc(meta), lhs=ch[0],
-                    rhs=Node("binop", self._loc(meta), op=op, left=ch[0], right=ch[2]))
+        return Node("assign", self._loc(meta), lhs=ch[0], rhs=ch[2], op=str(ch[1])[:-1])
 
     @v_args(meta=True)
     def call_stmt(self, meta, ch):
