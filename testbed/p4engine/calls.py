@@ -709,6 +709,27 @@ def call_action(self, ai, n, ctx):
     return None
 
 
+def bound_action(self, ai, ref, ctx):
+    """`actions = { a(hdr.x); }`: a wrapper the table runs, binding a's directional parameters."""
+    from .codegen import Emitter
+    from .compiler import Ctx
+    bound = ai.params[:len(ref.args)]
+    if any(d is None for _, d, _ in bound):
+        self.err(f"action {ai.name}: only parameters with a direction can be bound in an actions list",
+                 ref.loc)
+    em = Emitter()
+    fn = self.namer.fresh("w_", ai.name)
+    em.line(f"def {fn}(S, A):")
+    em.indent()
+    sub = Ctx(ctx.scope, em, "control", ctx.prefix, block_role=ctx.block_role)
+    call_node = Node("call", ref.loc, func=None, args=ref.args, targs=[])
+    params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in bound]
+    _, copy_out = _bind_args(self, params, call_node, sub, f"action {ai.name}")
+    _call_with_copy_out(self, f"{ai.fn}(S, A)", copy_out, sub)
+    self.em.lines.extend(em.lines)
+    return fn
+
+
 def call_function(self, info, n, ctx):
     decl, scope, prefix = info
     fn = self.compile_function(decl, scope, prefix)

@@ -109,6 +109,7 @@ class TableInfo:
         self.obj = None
         self.fn = None
         self.idle_timeout = False
+        self.action_fns = {}      # action name -> wrapper binding the actions list's arguments
 
 
 class ExternInfo:
@@ -764,7 +765,7 @@ class Compiler:
                     if s is None or s.kind != "action":
                         self.err(f"table {d.name}: '{ar.name}' is not an action", ar.loc)
                     if ar.args:
-                        self.err(f"table {d.name}: action arguments in the actions list are not supported", ar.loc)
+                        info.action_fns[s.info.name] = self.bound_action(s.info, ar, ctx)
                     info.actions.append((s.info, ar.annos))
                     action_names.append(s.info.name)
             elif p.kind == "tp_entries":
@@ -788,8 +789,12 @@ class Compiler:
                     pass
                 else:
                     self.err(f"table {d.name}: unknown table property '{p.name}'", p.loc)
-        if not info.actions:
-            self.err(f"table {d.name} has no actions", d.loc)
+        if not info.actions:     # p4c gives such a table NoAction (as its default only)
+            noaction = ctx.scope.lookup("NoAction")
+            if noaction is None or noaction.kind != "action":
+                self.err(f"table {d.name} has no actions", d.loc)
+            info.actions.append((noaction.info, [Node("annotation", d.loc, name="defaultonly", args=[])]))
+            action_names.append(noaction.info.name)
         if info.selector_keys and (info.implementation is None or info.implementation.type_name != "action_selector"):
             self.err(f"table {d.name}: selector keys need implementation = action_selector(...)", d.loc)
         if info.default_action is None:
@@ -955,7 +960,7 @@ class Compiler:
         dname = self.namer.fresh("D_", info.name)
         self.ns[tname] = info.obj
         info.pyname = tname
-        acts = {ai.name: ai.fn for ai, _ in info.actions}
+        acts = {ai.name: info.action_fns.get(ai.name, ai.fn) for ai, _ in info.actions}
         self.ns[dname] = None   # filled after exec (functions exist then)
         info.fn = fn
         info.dispatch = (dname, acts)
@@ -1692,7 +1697,7 @@ class Compiler:
     from .calls import (call, call_method, stack_shift, call_packet, unpack_tuple, extract_code,  # noqa: E402
                         emit_code, out_target, store, flatten, pack_code, field_list_slots,
                         anonymous_field_list, call_extern_method, call_extern_func, digest_info,
-                        call_action, call_function, compile_function, call_control)
+                        call_action, bound_action, call_function, compile_function, call_control)
 
 
 def wrap(v, t):
