@@ -1,0 +1,126 @@
+"""Rejected programs: ill-typed or outside the engine's subset -> file:line:col, the source line and
+a caret under the offending construct; never a Python traceback."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed.p4engine import P4Error, compile_file, compile_source
+
+PRELUDE = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<16> b; }
+struct headers_t { h_t h; }
+struct meta_t { bit<8> m; }
+"""
+PRELUDE_LINES = PRELUDE.count("\n")
+
+TAIL = """
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control V(inout headers_t hdr, inout meta_t meta) { apply { } }
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers_t hdr, inout meta_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def ingress(body):
+    return ("control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {\n"
+            f"{body}\n}}\n")
+
+
+# (what, program text after the prelude, marker: the text the caret must point at, message words)
+CASES = [
+    ("width mismatch", ingress("    apply { hdr.h.a = hdr.h.b; }") + TAIL, "hdr.h.a = hdr.h.b", ["bit<16>", "bit<8>"]),
+    ("unknown name", ingress("    apply { hdr.h.a = nosuch; }") + TAIL, "nosuch", ["unknown name", "nosuch"]),
+    ("unknown field", ingress("    apply { hdr.h.c = 1; }") + TAIL, "hdr.h.c", ["no field", "'c'"]),
+    ("non-bool condition", ingress("    apply { if (hdr.h.a) { hdr.h.a = 1; } }") + TAIL, "hdr.h.a)",
+     ["condition must be bool"]),
+    ("mixed widths in arithmetic", ingress("    apply { hdr.h.b = hdr.h.a + hdr.h.b; }") + TAIL,
+     "hdr.h.a + hdr.h.b", ["different types"]),
+    ("bad slice", ingress("    apply { hdr.h.a = hdr.h.a[9:2]; }") + TAIL, "hdr.h.a[9:2]", ["out of range"]),
+    ("unknown action in table", ingress("""    table t { key = { hdr.h.a: exact; } actions = { nope; } }
+    apply { t.apply(); }""") + TAIL, "nope", ["not an action"]),
+    ("unknown match kind", ingress("""    action a() { }
+    table t { key = { hdr.h.a: fuzzy; } actions = { a; } }
+    apply { t.apply(); }""") + TAIL, "hdr.h.a: fuzzy", ["match kind", "fuzzy"]),
+    ("varbit", "header v_t { varbit<32> opts; }\n" + ingress("    apply { }") + TAIL, "varbit",
+     ["varbit", "not supported"]),
+    ("header_union", "header_union u_t { h_t x; }\n" + ingress("    apply { }") + TAIL, "header_union",
+     ["header_union", "not supported"]),
+    ("exit in a parser", ingress("    apply { }") + TAIL.replace("pkt.extract(hdr.h); transition",
+                                                               "pkt.extract(hdr.h); exit; transition"),
+     "exit;", ["exit", "parser"]),
+    ("unknown parser state", ingress("    apply { }") + TAIL.replace("transition accept", "transition nowhere"),
+     "nowhere", ["unknown parser state"]),
+    ("syntax error", ingress("    apply { hdr.h.a = ; }") + TAIL, "; }", ["syntax error"]),
+    ("extract into a scalar", ingress("    apply { }") + TAIL.replace("pkt.extract(hdr.h)", "pkt.extract(hdr.h.a)"),
+     "hdr.h.a)", ["extract needs a header"]),
+    ("clone type in the wrong control", ingress("    apply { clone(CloneType.E2E, 1); }") + TAIL,
+     "CloneType.E2E", ["E2E", "ingress"]),
+    ("unsupported hash algorithm", ingress(
+        "    apply { hash(meta.m, HashAlgorithm.random, 8w0, { hdr.h.a }, 8w4); }") + TAIL,
+     "HashAlgorithm.random", ["random"]),
+    ("no main", ingress("    apply { }"), None, ["main"]),
+]
+
+
+def check(err, text, marker, words):
+    rendered = str(err)
+    first = rendered.splitlines()[0]
+    m = re.match(r"^(.+):(\d+):(\d+): error: (.+)$", first)
+    assert m, rendered
+    for w in words:
+        assert w in m.group(4), rendered
+    assert err.diagnostics and err.diagnostics[0][3] == m.group(4)
+    if marker is None:
+        return
+    line, col = int(m.group(2)), int(m.group(3))
+    source_line = text.splitlines()[line - 1]
+    assert source_line[col - 1:].startswith(marker), (rendered, source_line[col - 1:])
+    lines = rendered.splitlines()
+    assert lines[1] == source_line.expandtabs(8)
+    assert lines[2] == " " * (col - 1) + "^"
+
+
+@pytest.mark.parametrize("what,body,marker,words", CASES, ids=[c[0] for c in CASES])
+def test_rejected_program_points_at_the_construct(what, body, marker, words):
+    text = PRELUDE + body
+    with pytest.raises(P4Error) as e:
+        compile_source(text, filename="prog.p4")
+    assert str(e.value).startswith("prog.p4:")
+    check(e.value, text, marker, words)
+
+
+def test_error_in_an_included_file_names_that_file(tmp_path):
+    (tmp_path / "lib.p4").write_text("const bit<8> X = 1;\nconst bit<8> Y = X + true;\n")
+    main = tmp_path / "main.p4"
+    main.write_text('#include <core.p4>\n#include "lib.p4"\n')
+    with pytest.raises(P4Error) as e:
+        compile_file(main)
+    first = str(e.value).splitlines()[0]
+    assert first.startswith(f"{tmp_path / 'lib.p4'}:2:"), str(e.value)
+    assert "const bit<8> Y = X + true;" in str(e.value)
+
+
+def test_missing_include_is_a_diagnostic(tmp_path):
+    main = tmp_path / "main.p4"
+    main.write_text('#include <core.p4>\n#include "absent.p4"\n')
+    with pytest.raises(P4Error) as e:
+        compile_file(main)
+    assert str(e.value).startswith(f"{main}:2:1: error:") and "absent.p4" in str(e.value)
+
+
+def test_check_command_prints_the_diagnostic_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.p4"
+    bad.write_text(PRELUDE + ingress("    apply { hdr.h.a = hdr.h.b; }") + TAIL)
+    proc = subprocess.run([sys.executable, "-m", "testbed.cli", "p4", "check", str(bad)],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert f"{bad}:{PRELUDE_LINES + 2}:" in out and "Traceback" not in out
