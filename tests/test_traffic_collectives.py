@@ -130,3 +130,29 @@ def test_placement_topology_groups_by_leaf_and_random_is_seeded():
     assert r1 == r2 and len(r1) == 6 and r1 != place(hosts, 6, "random", seed=4)
     with pytest.raises(JobError, match="9 ranks but only 8 hosts"):
         place(hosts, 9)
+
+
+def test_alltoallv_splits_each_buffer_by_its_weights_row():
+    n, size = 3, 6000
+    weights = [[0, 1, 2], [1, 0, 0], [3, 0, 1]]
+    scaled = parse_job({"pattern": "alltoallv", "ranks": ranks(3), "alltoallv_weights": weights}).alltoallv_weights
+    assert C.schedule("alltoallv", 0, n, size, 4096, scaled)[0].sends == [(1, 2000), (2, 4000)]
+    assert C.schedule("alltoallv", 2, n, size, 4096, scaled)[0].sends == [(0, 4500)]   # 1500 stays local
+    assert C.schedule("alltoallv", 0, n, size, 4096, scaled)[0].recvs == [(1, 6000), (2, 4500)]
+    assert C.peers("alltoallv", 1, n, weights=scaled) == [0] and C.peers("alltoallv", 2, n, weights=scaled) == [0]
+    assert sum(C.split_weighted(1001, [1, 1, 1])) == 1001
+    uneven = {b for _, b in C.schedule("alltoallv", 0, 4, 4000, 4096)[0].sends}
+    assert len(uneven) > 1                               # the default matrix is not an alltoall in disguise
+
+
+@pytest.mark.parametrize("weights, message", [
+    ([[0, 1]], "expected 2 rows"),
+    ([[0, 1], [1]], r"alltoallv_weights\[1\]: expected 2 numbers"),
+    ([[0, -1], [1, 0]], r"alltoallv_weights\[0\]\[1\]: expected a non-negative number"),
+    ([[0, 0], [1, 0]], r"alltoallv_weights\[0\]: all \(near\) zero"),
+])
+def test_alltoallv_weights_errors_name_the_entry(weights, message):
+    with pytest.raises(JobError, match=message):
+        parse_job({"pattern": "alltoallv", "ranks": ranks(2), "alltoallv_weights": weights})
+    with pytest.raises(JobError, match="only the alltoallv pattern"):
+        parse_job({"pattern": "alltoall", "ranks": ranks(2), "alltoallv_weights": [[0, 1], [1, 0]]})

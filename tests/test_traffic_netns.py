@@ -307,3 +307,17 @@ def test_sigterm_ends_a_rank_with_a_report_saying_so(lab_factory, tmp_path):
 def _listening_udp(ns, port):
     out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hlun", f"sport = :{port}"], capture_output=True, text=True)
     return bool(out.stdout.strip())
+
+
+def test_alltoallv_delivers_each_pair_its_weighted_share(lab_factory, tmp_path):
+    lab = lab_factory(3)
+    size = 96 * 1024
+    outputs, reports = run_job(lab, tmp_path, {
+        "pattern": "alltoallv", "sizes": [size], "chunk_bytes": 8192, "timeout_s": 30,
+        "alltoallv_weights": [[0, 1, 3], [1, 0, 0], [2, 1, 1]], "nic": {"line_rate_mbps": 100}})
+    for code, out, err in outputs:
+        assert code == 0, err
+    sent = {(r["rank"], q["peer_rank"]): q["tx_bytes"] for r in reports for q in r["qps"]}
+    assert sent == {(0, 1): size // 4, (0, 2): 3 * size // 4, (1, 0): size, (2, 0): size // 2, (2, 1): size // 4,
+                    (1, 2): 0}
+    assert [r["bytes"]["rx"] for r in reports] == [size + size // 2, size // 4 + size // 4, 3 * size // 4]

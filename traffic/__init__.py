@@ -37,7 +37,7 @@ Modules and the API other parts call
     (slow receiver's high-water mark, bytes), ...},
     pfc_rx_by_priority, paused_seconds_by_priority, timing, qps [per-QP counters + dcqcn state].
 ``traffic.collectives``
-    ``PATTERNS`` (ring_allreduce, tree_allreduce, allgather, reducescatter, alltoall, incast,
+    ``PATTERNS`` (ring_allreduce, tree_allreduce, allgather, reducescatter, alltoall, alltoallv, incast,
     pipeline, stream), ``schedule(pattern, rank, n, size, chunk) -> [Phase]``,
     ``peers(...)``, ``expected_bytes(...)``, ``BUSBW_FACTOR`` (nccl-tests' factors).
 ``traffic.nic``

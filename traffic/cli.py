@@ -8,7 +8,8 @@ a job is a JSON file; the smallest one names a pattern and the ranks' hosts:
   {"pattern": "ring_allreduce", "sizes": [1048576],
    "ranks": [{"host": "h1", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "iface": "h1-eth0"},
              {"host": "h2", "ip": "10.0.0.2", "mac": "02:00:00:00:00:02", "iface": "h2-eth0"}]}
-patterns: ring_allreduce tree_allreduce allgather reducescatter alltoall incast pipeline stream
+patterns: ring_allreduce tree_allreduce allgather reducescatter alltoall alltoallv incast pipeline
+          stream
 every other key (channels, qps_per_connection, qp_spread, chunk_bytes, cts, dcqcn, classes, nic,
 timeout_s, ...) is optional; `python3 -c "import traffic.job; help(traffic.job)"` lists them.
 
@@ -96,9 +97,10 @@ def _check(args):
           f"{job.qps_per_connection} QP(s)/connection ({job.qp_spread}), CTS {'on' if job.cts else 'off'}, "
           f"DCQCN {'on' if job.nic.dcqcn else 'off'}, {job.nic.line_rate_bps / 1e6:g} Mb/s, MTU {job.nic.mtu}")
     for r in job.ranks:
-        tx, rx = collectives.expected_bytes(job.pattern, r.rank, job.n, job.sizes[0], job.chunk_bytes)
+        tx, rx = collectives.expected_bytes(job.pattern, r.rank, job.n, job.sizes[0], job.chunk_bytes,
+                                            job.alltoallv_weights)
         print(f"  rank {r.rank:3d} {r.host:>10} {r.ip:>15} {r.iface:>15}  peers "
-              f"{collectives.peers(job.pattern, r.rank, job.n)}  size {job.sizes[0]}: sends {tx} B, receives {rx} B "
+              f"{collectives.peers(job.pattern, r.rank, job.n, weights=job.alltoallv_weights)}  size {job.sizes[0]}: sends {tx} B, receives {rx} B "
               f"per channel-operation")
     return 0
 

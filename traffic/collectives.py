@@ -56,6 +56,30 @@ def alltoall(rank, n, size, chunk):
                   recvs=[(p, parts[rank]) for p in peers if parts[rank]])]
 
 
+def default_alltoallv_weights(n):
+    """An uneven but fixed exchange, like MoE token routing: rank r weighs peer p as 1 + (r + 2p) mod n."""
+    return [[1 + (r + 2 * p) % n for p in range(n)] for r in range(n)]
+
+
+def split_weighted(total, weights):
+    """`total` bytes cut in proportion to `weights` (integers that add up to `total`)."""
+    whole = sum(weights)
+    parts = [total * w // whole for w in weights]
+    for i in sorted(range(len(weights)), key=lambda i: -weights[i])[:total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def alltoallv(rank, n, size, chunk, weights=None):
+    """All-to-All(v): rank r's buffer of `size` bytes is split over the ranks in proportion to row r
+    of `weights` (n x n; its own share stays local); all writes at once."""
+    weights = weights or default_alltoallv_weights(n)
+    rows = [split_weighted(size, weights[r]) for r in range(n)]
+    peers = [p for p in range(n) if p != rank]
+    return [Phase(sends=[(p, rows[rank][p]) for p in peers if rows[rank][p]],
+                  recvs=[(p, rows[p][rank]) for p in peers if rows[p][rank]])]
+
+
 def tree_allreduce(rank, n, size, chunk):
     """Binary tree rooted at rank 0: reduce up (children first), then broadcast down.
 
@@ -116,6 +140,7 @@ PATTERNS = {
     "allgather": allgather,
     "reducescatter": reducescatter,
     "alltoall": alltoall,
+    "alltoallv": alltoallv,
     "incast": incast,
     "pipeline": pipeline,
     "stream": stream,
@@ -128,6 +153,7 @@ BUSBW_FACTOR = {
     "allgather": lambda n: (n - 1) / n,
     "reducescatter": lambda n: (n - 1) / n,
     "alltoall": lambda n: (n - 1) / n,
+    "alltoallv": lambda n: (n - 1) / n,
     "incast": lambda n: (n - 1) / n,
     "pipeline": lambda n: 1.0,
     "stream": lambda n: 1.0,
@@ -137,27 +163,32 @@ BUSBW_FACTOR = {
 REDUCING = {"ring_allreduce", "tree_allreduce", "reducescatter"}
 
 
-def schedule(pattern, rank, n, size, chunk):
-    """Phases of `rank` for one channel carrying `size` bytes."""
+def schedule(pattern, rank, n, size, chunk, weights=None):
+    """Phases of `rank` for one channel carrying `size` bytes (`weights`: alltoallv's matrix)."""
     if pattern not in PATTERNS:
         raise ValueError(f"unknown pattern {pattern!r}; known: {', '.join(PATTERNS)}")
     if n < 2:
         raise ValueError(f"pattern {pattern}: needs at least 2 ranks, got {n}")
     if not 0 <= rank < n:
         raise ValueError(f"rank {rank} is not in 0..{n - 1}")
+    if pattern == "alltoallv":
+        return alltoallv(rank, n, size, chunk, weights)
     return PATTERNS[pattern](rank, n, size, chunk)
 
 
-def peers(pattern, rank, n, size=4096 * 64, chunk=4096):
+def peers(pattern, rank, n, size=4096 * 64, chunk=4096, weights=None):
     """Ranks this rank exchanges data with (in either direction)."""
+    if pattern == "alltoallv":      # by weight, so that no size leaves a pair without connections
+        w = weights or default_alltoallv_weights(n)
+        return [p for p in range(n) if p != rank and (w[rank][p] or w[p][rank])]
     found = set()
-    for ph in schedule(pattern, rank, n, max(size, n * 4), chunk):
+    for ph in schedule(pattern, rank, n, max(size, n * 4), chunk, weights):
         found.update(p for p, _ in ph.sends)
         found.update(p for p, _ in ph.recvs)
     return sorted(found)
 
 
-def expected_bytes(pattern, rank, n, size, chunk):
+def expected_bytes(pattern, rank, n, size, chunk, weights=None):
     """(bytes sent, bytes received) by `rank` for one operation on one channel."""
-    phases = schedule(pattern, rank, n, size, chunk)
+    phases = schedule(pattern, rank, n, size, chunk, weights)
     return (sum(b for ph in phases for _, b in ph.sends), sum(b for ph in phases for _, b in ph.recvs))

@@ -11,6 +11,8 @@ A job is a JSON object; every key but ``ranks`` and ``pattern`` has a default::
       "qps_per_connection": 1,
       "qp_spread": "round_robin",         # or "split": every message cut across the QPs
       "chunk_bytes": 65536,               # WRITE message size (CTS credit unit, pipeline chunk)
+      "alltoallv_weights": [[...], ...],  # alltoallv only: n x n non-negative numbers, row r = how
+                                          # rank r's buffer splits over the ranks (default: uneven, fixed)
       "cts": {"enabled": true, "buffer_bytes": 262144, "refresh_s": 0.02},
       "dcqcn": {"enabled": false, "g": 0.0039, ...},   # traffic.dcqcn.DcqcnParams
       "classes": {"data": {"dscp": 26, "priority": 3, "ecn": "ect0"},
@@ -74,6 +76,7 @@ class Job:
     control_port: int = 18515
     qpn_base: int = 0x100
     gateway_mac: str = None
+    alltoallv_weights: list = None
     raw: dict = None
 
     @property
@@ -87,7 +90,7 @@ class Job:
 
 _TOP_KEYS = {"name", "pattern", "sizes", "size", "iterations", "warmup", "channels", "qps_per_connection",
              "qp_spread", "chunk_bytes", "cts", "dcqcn", "classes", "nic", "timeout_s", "control_port",
-             "qpn_base", "gateway_mac", "ranks", "placement", "comment"}
+             "qpn_base", "gateway_mac", "ranks", "placement", "comment", "alltoallv_weights"}
 _NIC_KEYS = {"line_rate_mbps", "mtu", "ack_every", "ack_delay_s", "lat_timeout_s", "retry_count",
              "max_outstanding", "cnp_interval_s", "burst_bytes", "check_icrc", "slow_rx_mbps",
              "pfc_xoff_bytes", "pfc_xon_bytes", "pfc_quanta"}
@@ -225,6 +228,9 @@ def parse_job(data):
         gateway_mac=_mac(data["gateway_mac"], "job.gateway_mac") if data.get("gateway_mac") else None,
         raw=data,
     )
+    job.alltoallv_weights = _weights(data.get("alltoallv_weights"), job.n)
+    if job.alltoallv_weights and pattern != "alltoallv":
+        raise JobError(f"job.alltoallv_weights: only the alltoallv pattern takes weights, not {pattern}")
     if job.cts and job.cts_buffer_bytes < job.chunk_bytes:
         raise JobError(f"job.cts.buffer_bytes: {job.cts_buffer_bytes} is smaller than one chunk "
                        f"({job.chunk_bytes} bytes): no WRITE could ever be granted")
@@ -236,6 +242,25 @@ def parse_job(data):
         raise JobError(f"job.qpn_base: QP numbers {job.qpn_base:#x}..{top:#x} would include the CTS QP "
                        f"{CTS_QPN:#x}; choose a base above it")
     return job
+
+
+def _weights(matrix, n):
+    if matrix is None:
+        return None
+    where = "job.alltoallv_weights"
+    if not isinstance(matrix, list) or len(matrix) != n:
+        raise JobError(f"{where}: expected {n} rows (one per rank)")
+    for r, row in enumerate(matrix):
+        if not isinstance(row, list) or len(row) != n:
+            raise JobError(f"{where}[{r}]: expected {n} numbers (one per rank)")
+        for p, w in enumerate(row):
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+                raise JobError(f"{where}[{r}][{p}]: expected a non-negative number, got {w!r}")
+    scaled = [[round(w * 1000) for w in row] for row in matrix]   # integer proportions, exact splits
+    for r, row in enumerate(scaled):
+        if not sum(row):
+            raise JobError(f"{where}[{r}]: all (near) zero; rank {r}'s buffer has to go somewhere")
+    return scaled
 
 
 def load_job(path):

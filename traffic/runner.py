@@ -116,7 +116,7 @@ class RankRunner:
         self.me = job.ranks[rank]
         self.now = clock
         self.log = log or (lambda msg: None)
-        self.peers = collectives.peers(job.pattern, rank, job.n)
+        self.peers = collectives.peers(job.pattern, rank, job.n, weights=job.alltoallv_weights)
         self.conns = {}
         self.channel_runs = []
         self.results = []
@@ -275,7 +275,8 @@ class RankRunner:
             repeats = job.warmup + job.iterations
         runs = []
         for ch in range(job.channels):
-            one = collectives.schedule(job.pattern, self.rank, job.n, per_channel[ch], job.chunk_bytes)
+            one = collectives.schedule(job.pattern, self.rank, job.n, per_channel[ch], job.chunk_bytes,
+                                       job.alltoallv_weights)
             phases = []
             for it in range(repeats):
                 for ph in one:
