@@ -228,3 +228,18 @@ def test_compile_errors_are_p4errors_with_location():
                        filename="bad.p4")
     assert str(e.value).startswith("bad.p4:")
     assert "bit<48>" in str(e.value) and "^" in str(e.value)
+
+
+def test_hash_leaves_out_fields_of_invalid_headers_like_bmv2():
+    p = compile_source(program("bit<32> h;", PARSE_ETH_TAG, """
+        apply {
+            hash(meta.h, HashAlgorithm.identity, 32w0, { hdr.tag.a, hdr.ethernet.etherType }, 33w0x100000000);
+            hdr.ethernet.src = (bit<48>) meta.h;
+            standard_metadata.egress_spec = 1;
+        }"""))
+    pl = p.new_pipeline()
+    with_tag = pl.process(0, ETH + b"\x12\x00")[0][1]
+    assert with_tag[6:12] == (0x120800).to_bytes(6, "big")          # identity of 12 08 00
+    eth_only = ETH[:12] + b"\x86\xdd"
+    without_tag = pl.process(0, eth_only)[0][1]
+    assert without_tag[6:12] == (0x86DD).to_bytes(6, "big")          # the tag's field left out

@@ -319,11 +319,12 @@ def flatten(self, v, loc):
             for i in range(t.size):
                 res.extend(self.flatten(agg(slot_add(v.slot, 1 + i * t.elem.slots()), t.elem), loc))
             return res
+    valid = v.valid if v.kind == "lv" else None     # BMv2 leaves out fields of invalid headers
     v = self.scalar(v, loc)
     w = T.width_of(v.type)
     if w is None:
         self.err(f"a value of type {v.type} has no bit width here (cast it to bit<W>)", loc)
-    return [(_uint(v), w, None)]
+    return [(_uint(v), w, valid)]
 
 
 def pack_code(self, fields, ctx):

@@ -30,12 +30,13 @@ class Val:
     method (obj, name), 'apply' a table apply result (code evaluates to (hit, action_name)).
     const holds the Python value of compile-time constants.
     """
-    __slots__ = ("kind", "code", "type", "slot", "const", "items", "info", "obj", "name", "loc")
+    __slots__ = ("kind", "code", "type", "slot", "const", "items", "info", "obj", "name", "loc", "valid")
 
     def __init__(self, kind, type=None, code=None, slot=None, const=None, items=None, info=None,
                  obj=None, name=None, loc=None):
         self.kind, self.type, self.code, self.slot, self.const = kind, type, code, slot, const
         self.items, self.info, self.obj, self.name, self.loc = items, info, obj, name, loc
+        self.valid = None      # for a header field: its header's validity slot
 
     @property
     def is_const(self):
@@ -1382,7 +1383,12 @@ class Compiler:
                 ft = t.field_type(name)
                 if ft is not None:
                     slot = slot_add(base.slot, t.offsets()[name])
-                    return agg(slot, ft) if ft.aggregate else lv(slot, ft)
+                    if ft.aggregate:
+                        return agg(slot, ft)
+                    v = lv(slot, ft)
+                    if isinstance(t, T.HeaderT):
+                        v.valid = base.slot
+                    return v
                 if isinstance(t, T.HeaderT) and name in ("isValid", "setValid", "setInvalid", "minSizeInBits",
                                                           "minSizeInBytes"):
                     return Val("method", obj=base, name=name)

@@ -142,6 +142,8 @@ class Pipeline:
         self.template = template
         sm = c.sm
         self._sm = sm
+        self._queueing_slots = tuple(sm[f] for f in ("enq_timestamp", "enq_qdepth", "deq_timedelta",
+                                                     "deq_qdepth", "egress_global_timestamp"))
         self._hdr_lo, n = c.hdr_region
         self._hdr_hi = self._hdr_lo + n
         self._field_lists = c.field_lists
@@ -294,13 +296,13 @@ class Pipeline:
     # ---------------------------------------------------------------- egress
     def egress(self, job, now_us, enq_timestamp, enq_qdepth, deq_timedelta, deq_qdepth):
         S = job.state
-        sm = self._sm
         S[H_NOW] = now_us
-        S[sm["enq_timestamp"]] = enq_timestamp & 0xFFFFFFFF
-        S[sm["enq_qdepth"]] = enq_qdepth & 0x7FFFF
-        S[sm["deq_timedelta"]] = deq_timedelta & 0xFFFFFFFF
-        S[sm["deq_qdepth"]] = deq_qdepth & 0x7FFFF
-        S[sm["egress_global_timestamp"]] = now_us & 0xFFFFFFFFFFFF
+        enq_ts, enq_depth, deq_delta, deq_depth, egress_ts = self._queueing_slots
+        S[enq_ts] = enq_timestamp & 0xFFFFFFFF
+        S[enq_depth] = enq_qdepth & 0x7FFFF
+        S[deq_delta] = deq_timedelta & 0xFFFFFFFF
+        S[deq_depth] = deq_qdepth & 0x7FFFF
+        S[egress_ts] = now_us & 0xFFFFFFFFFFFF
         S[self._egress_port] = job.egress_port
         S[self._egress_spec] = self.drop_port + 1
         S[self._packet_length] = job.packet_length
@@ -321,7 +323,7 @@ class Pipeline:
             pass
         S[H_OUT] = out = []
         self._deparse(S)
-        out.append(S[H_PKT][S[H_POFF]:])
+        out.append(memoryview(S[H_PKT])[S[H_POFF]:])    # the payload, copied once by join
         frame = b"".join(out)
         if S[H_RECIRC] is not None:
             if job.passes >= MAX_PASSES:
