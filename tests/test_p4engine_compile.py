@@ -243,3 +243,14 @@ def test_hash_leaves_out_fields_of_invalid_headers_like_bmv2():
     eth_only = ETH[:12] + b"\x86\xdd"
     without_tag = pl.process(0, eth_only)[0][1]
     assert without_tag[6:12] == (0x86DD).to_bytes(6, "big")          # the tag's field left out
+
+
+def test_function_like_macros_expand_with_arguments():
+    src = program("", PARSE_ETH_TAG, """
+        apply {
+            standard_metadata.egress_spec = PORT_FOR(hdr.tag.a, 2);
+            if (IS_TAGGED(hdr)) { hdr.tag.b = TWICE(TWICE(hdr.tag.b)); }
+        }""")
+    src = ("#define PORT_FOR(x, base) ((bit<9>)(x) + base)\n#define IS_TAGGED(h) (h.tag.isValid())\n"
+           "#define TWICE(v) ((v) + (v))\n" + src)
+    assert compile_source(src).new_pipeline().process(0, ETH + b"\x03\x05") == [(5, ETH + b"\x03\x14")]

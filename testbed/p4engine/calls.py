@@ -455,9 +455,12 @@ def _hash_fn(self, algo, loc):
 
 
 def _sm_arg(self, node, ctx, what):
+    """A standard_metadata_t argument: {field: slot} of that struct (the pipeline's or a copy)."""
     v = self.expr(node, ctx)
-    if v.kind != "agg" or v.slot != self.out.sm_region[0]:
+    smt = self.types.get("standard_metadata_t")
+    if v.kind != "agg" or v.type != smt:
         self.err(f"{what} takes standard_metadata", node.loc)
+    return {f: slot_add(v.slot, off) for f, off in smt.offsets().items()}
 
 
 def call_extern_func(self, fname, n, ctx):
@@ -486,12 +489,13 @@ def call_extern_func(self, fname, n, ctx):
         self.err(f"{fname} cannot be called in a parser (BMv2 allows only extract, lookahead, "
                  f"advance, verify, log_msg and assignments there)", n.loc)
     if fname == "mark_to_drop":
+        target = sm
         if len(n.args) == 1:
-            _sm_arg(self, n.args[0], ctx, "mark_to_drop")
+            target = _sm_arg(self, n.args[0], ctx, "mark_to_drop")
         elif n.args:
             self.err("mark_to_drop takes standard_metadata", n.loc)
-        em.line(f"S[{sm['egress_spec']}] = 511")
-        em.line(f"S[{sm['mcast_grp']}] = 0")
+        em.line(f"S[{target['egress_spec']}] = 511")
+        em.line(f"S[{target['mcast_grp']}] = 0")
         return None
     if fname == "hash":
         _need_args(self, n, 5, "hash")

@@ -875,6 +875,11 @@ class Compiler:
             self.err(f"{what}: '{node.func.name}' is not an action", node.func.loc)
         ai = s.info
         rparams = [(n, t) for n, d, t in ai.params if d is None]
+        args_nodes = node.args
+        if len(args_nodes) == len(ai.params) and len(rparams) < len(ai.params):
+            # a(dir_args..., data...): the directional arguments are bound by the actions list
+            args_nodes = args_nodes[len(ai.params) - len(rparams):]
+            node = Node("call", node.loc, func=node.func, args=args_nodes, targs=[])
         if len(node.args) != len(rparams):
             self.err(f"{what}: action {ai.name} takes {len(rparams)} argument(s), got {len(node.args)}", node.loc)
         args = {}

@@ -141,10 +141,20 @@ class Preprocessor:
                     raise P4Error("#define needs a macro name", loc, self.source_map)
                 macro = mm.group(0)
                 body = rest[mm.end():]
-                if body.startswith("("):
-                    raise P4Error(f"function-like macro '{macro}' is not supported (only object-like #define)",
-                                  loc, self.source_map)
-                self.macros[macro] = body.strip()
+                if body.startswith("("):       # NAME(params) body: a function-like macro
+                    close = body.find(")")
+                    params = [x.strip() for x in body[1:close].split(",")] if close > 0 else None
+                    if params == [""]:
+                        params = []
+                    if params is None or not all(_IDENT.fullmatch(x) for x in params):
+                        raise P4Error(f"#define {macro}(...): parameters must be names", loc, self.source_map)
+                    text_body = body[close + 1:].strip()
+                    if "#" in text_body:
+                        raise P4Error(f"#define {macro}: # and ## in macro bodies are not supported", loc,
+                                      self.source_map)
+                    self.macros[macro] = (params, text_body)
+                else:
+                    self.macros[macro] = body.strip()
             elif name == "undef":
                 self.macros.pop(self._macro_name(rest, loc), None)
             elif name == "include":
@@ -191,14 +201,55 @@ class Preprocessor:
     def _expand(self, text, file, line, seen=frozenset()):
         if not self.macros:
             return text
+        out, pos = [], 0
+        while True:
+            m = _TOKEN_OR_STRING.search(text, pos)
+            if m is None:
+                out.append(text[pos:])
+                return "".join(out)
+            out.append(text[pos:m.start()])
+            tok, pos = m.group(0), m.end()
+            macro = self.macros.get(tok) if not tok.startswith('"') and tok not in seen else None
+            if macro is None:
+                out.append(tok)
+            elif isinstance(macro, str):
+                out.append(self._expand(macro, file, line, seen | {tok}))
+            else:
+                call = self._macro_args(text, pos)
+                if call is None:          # the name without arguments is not a macro call
+                    out.append(tok)
+                    continue
+                args, pos = call
+                params, body = macro
+                if len(args) != len(params) and not (params == [] and args == [""]):
+                    raise P4Error(f"macro {tok} takes {len(params)} argument(s), got {len(args)}",
+                                  Loc(file, line, m.start() + 1), self.source_map)
+                values = {p: self._expand(a.strip(), file, line, seen) for p, a in zip(params, args)}
+                body = _IDENT.sub(lambda x: values.get(x.group(0), x.group(0)), body)
+                out.append(self._expand(body, file, line, seen | {tok}))
 
-        def repl(m):
-            tok = m.group(0)
-            if tok.startswith('"') or tok not in self.macros or tok in seen:
-                return tok
-            return self._expand(self.macros[tok], file, line, seen | {tok})
-
-        return _TOKEN_OR_STRING.sub(repl, text)
+    @staticmethod
+    def _macro_args(text, pos):
+        """The arguments of a function-like macro call starting at text[pos] ('(' after spaces)."""
+        i = pos
+        while i < len(text) and text[i] in " \t":
+            i += 1
+        if i >= len(text) or text[i] != "(":
+            return None
+        depth, args, start = 0, [], i + 1
+        for j in range(i, len(text)):
+            c = text[j]
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    args.append(text[start:j])
+                    return args, j + 1
+            elif c == "," and depth == 1:
+                args.append(text[start:j])
+                start = j + 1
+        return None
 
     def _eval(self, expr, loc):
         # defined(X) / defined X first, then macro expansion, then a small safe evaluator
