@@ -46,12 +46,19 @@ class RecordedNode:
             return
         if self.inNamespace:
             kill_namespace(self.ns, leader=self.pid)
-        stop_process(self.shell, timeout=0.5)
-        for fd in (self.master, self.slave):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        # An interactive bash ignores SIGTERM (each shell cost a 0.5 s timeout), and a
+        # node's shell holds nothing to flush: SIGKILL straight away.
+        if self.shell.poll() is None:
+            self.shell.kill()
+        self.shell.wait()
+        # The master end is wrapped by Mininet's file object (self.stdin is self.stdout):
+        # close it through that object, or its finaliser would later close the same fd
+        # number again -- by then another node's pty or a gRPC socket.
+        self.stdin.close()
+        try:
+            os.close(self.slave)
+        except OSError:
+            pass
         self.shell = None
 
 
