@@ -257,14 +257,14 @@ class QueuePair:
         self.next_psn = (self.next_psn + 1) & PSN_MASK
         return d
 
-    def _acks_sent_psn(self, psn):
+    def _outstanding_psn(self, psn):
         """True when `psn` is a packet this QP has sent and not yet seen acknowledged."""
         out = self.outstanding
         return bool(out) and 0 <= psn_diff(psn, out[0][0]) < len(out)
 
     def on_ack(self, psn, now):
         """Cumulative ACK up to and including `psn` (stale or impossible PSNs change nothing)."""
-        if not self._acks_sent_psn(psn):
+        if not self._outstanding_psn(psn):
             return
         popped = 0
         out = self.outstanding
@@ -286,13 +286,14 @@ class QueuePair:
         A NAK for a PSN already acknowledged (a late or duplicated NAK) or never
         sent is ignored: rewinding on it would resend a whole window for nothing.
         """
-        if not self._acks_sent_psn(psn):
+        if not self._outstanding_psn(psn):
             return
         if psn != self.outstanding[0][0]:
             self.on_ack((psn - 1) & PSN_MASK, now)
         self.resend_idx = 0
 
     def timer_expired(self, now):
+        """True when the oldest packet on the wire has waited longer than the (backed-off) timeout."""
         if not self.outstanding or self.resend_idx == 0:
             return False        # nothing on the wire: the timer is not running
         if self.nic.paused_until[self.nic.cfg.classes["data"].priority] > now:
