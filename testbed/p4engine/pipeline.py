@@ -114,7 +114,6 @@ class Pipeline:
         exec(program.code, g)
         for info in c.tables.values():
             dname, acts = info.dispatch
-            table = g[info.pyname]
             d = {name: g[fn] for name, fn in acts.items()}
             d.setdefault("NoAction", _noop)
             d[None] = _noop
@@ -211,7 +210,6 @@ class Pipeline:
 
     def _run_ingress(self, S, ingress_len, passes):
         jobs = []
-        sm = self._sm
         while True:
             self._parse_packet(S)
             if self.log and S[self._parser_error]:
@@ -256,7 +254,7 @@ class Pipeline:
         S[self._instance_type] = INSTANCE_NORMAL
         if self.log:
             self.log(f"Egress port is {egress_spec}")
-        jobs.append(Job(S, egress_spec, S[sm["priority"]], ingress_len, None, passes))
+        jobs.append(Job(S, egress_spec, S[self._priority], ingress_len, None, passes))
         return jobs
 
     def _ingress_clone(self, S, ingress_len, jobs, passes):
