@@ -60,11 +60,23 @@ def _namespaces_of(pids):
     return {ns for ns in (netns_id(p) for p, _ in pids) if ns and ns not in root}
 
 
-def _assert_nothing_left(state_dir, pids, namespaces, prefix=PREFIX):
+def _ticks_now():
+    """Now, in the clock ticks since boot that /proc/PID/stat start times use."""
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def _assert_nothing_left(state_dir, pids, namespaces, cutoff, prefix=PREFIX):
+    """Nothing recorded is alive and no process that existed at `cutoff` (taken before
+    teardown began) is still inside one of our namespaces. Only processes that old count:
+    once ours are gone the kernel reuses their inode numbers, and another run going on
+    at the same time may already have a new namespace with the same name."""
+    from testbed.cleanup import proc_start_time
     from testbed.net.lifecycle import pids_in_netns
     assert _our_interfaces(prefix) == []
     assert [p for p, st in pids if _alive(p, st)] == []
-    assert {ns: pids_in_netns(ns) for ns in namespaces if pids_in_netns(ns)} == {}
+    left = {ns: [p for p in pids_in_netns(ns) if (proc_start_time(p) or cutoff + 1) <= cutoff] for ns in namespaces}
+    assert {ns: found for ns, found in left.items() if found} == {}
     assert list(Path(state_dir).glob("*.json")) == []
 
 
@@ -135,10 +147,11 @@ def test_engine_pcaps_open_in_tshark(engine_fabric):
 
 def test_engine_teardown_leaves_nothing(engine_fabric):
     # runs last in this module: stop() is idempotent, the fixture's exit finds it done
+    cutoff = _ticks_now()
     engine_fabric.stop()
     state, pids, links, namespaces = engine_fabric.boot_records
     assert pids and links and namespaces
-    _assert_nothing_left(state, pids, namespaces)
+    _assert_nothing_left(state, pids, namespaces, cutoff)
 
 
 # --- a killed run, Ctrl-C and SIGTERM -----------------------------------------------------
@@ -173,6 +186,7 @@ def test_killed_run_then_rocelab_clean_leaves_nothing(tmp_path, target):
     pids, links = _recorded(state)
     namespaces = _namespaces_of(pids)
     assert len(namespaces) >= 4  # every host (and, on kernel, every router) has its own
+    cutoff = _ticks_now()
     os.kill(proc.pid, signal.SIGKILL)  # no teardown at all
     proc.wait()
     assert any(_alive(p, st) for p, st in pids) or _our_interfaces()
@@ -180,17 +194,18 @@ def test_killed_run_then_rocelab_clean_leaves_nothing(tmp_path, target):
     assert res.returncode == 0, res.stderr
     assert "removed" in res.stdout
     time.sleep(0.2)
-    _assert_nothing_left(state, pids, namespaces)
+    _assert_nothing_left(state, pids, namespaces, cutoff)
 
 
 def test_sigterm_in_the_cli_tears_everything_down(tmp_path):
     proc, state, _env = _start_topology(tmp_path, "kernel")
     pids, _links = _recorded(state)
     namespaces = _namespaces_of(pids)
+    cutoff = _ticks_now()
     os.kill(proc.pid, signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 143, out
-    _assert_nothing_left(state, pids, namespaces)
+    _assert_nothing_left(state, pids, namespaces, cutoff)
 
 
 def _marked_processes(mark):
@@ -240,7 +255,8 @@ def test_kernel_stand_in_boots_and_pings(tmp_path):
         assert "PERMANENT" in h1.cmd("ip neigh show 10.1.1.254")
         assert h1.cmd("sysctl -n net.ipv6.conf.all.disable_ipv6").strip() == "1"
         assert h1.cmd("cat /sys/class/net/h1-eth0/mtu").strip() == "1500"
-    _assert_nothing_left(tmp_path / "state", pids, namespaces)
+        cutoff = _ticks_now()
+    _assert_nothing_left(tmp_path / "state", pids, namespaces, cutoff)
 
 
 def test_bad_shape_is_rejected_before_anything_exists(tmp_path):
