@@ -200,7 +200,21 @@ class Ctx:
 
 
 class Compiled:
-    """What the compiler produces (consumed by program.py, pipeline.py and p4info.py)."""
+    """What the compiler produces (read by pipeline.py, p4info.py and the tools). Stable fields:
+
+    tables      {P4Info name: TableInfo}: .name .keys [(name, match_kind, width, Val)]
+                .selector_keys .actions [(ActionInfo, annotations)] .default_action
+                (ActionInfo, {param: int}) | None .const_default .const_entries .size
+                .implementation/.direct_counter/.direct_meter (ExternInfo | None) .annos .decl
+    actions     {name: ActionInfo}: .name .params [(name, direction, type)] .runtime_params
+                [(name, width)] .annos .decl
+    externs     {name: ExternInfo}: .name .type_name .size .width .kind_arg .annos .loc .obj
+    digests     {struct type name: DigestInfo}: .name .type .fields [(name, width)]
+    controller_headers  [(annotation string, HeaderT, annotations)]
+    called_actions / applied_tables  sets of names (P4Info leaves out the unused, like p4c)
+    errors      error names by value; field_lists {index: [slot]}
+    source, namespace, template, sm, *_region, entry_points: the generated code and its layout
+    """
 
     def __init__(self):
         self.source = ""
