@@ -87,7 +87,7 @@ def test_kernel_run_summary_matches_what_the_fabric_carried(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--ecn", "5,2,0.1"], "--ecn 5,2,0.1: need 0 <= KMIN <= KMAX"),
+    (["--ecn", "5,2,0.1"], "--ecn 5,2,0.1: need 0 <= KMIN < KMAX"),
     (["--ecn", "lots"], "--ecn 'lots': expected KMIN,KMAX,PMAX"),
     (["--ranks", "9"], "placement: 9 ranks but only 4 hosts"),
     (["--rails", "2", "--leaves", "3"], "--rails 2 must divide --leaves 3"),

@@ -60,10 +60,12 @@ def register(sub, name, help_text):
                                                                   "(default: from the bytes to move)")
     k = p.add_argument_group("fabric knobs (through the fabric controller)")
     k.add_argument("--hash", choices=("5tuple", "qpn", "flowlet"), default="5tuple", help="ECMP hashing")
-    k.add_argument("--flowlet-gap-us", type=int, default=500, help="flowlet inactivity gap (with --hash flowlet)")
+    k.add_argument("--flowlet-gap-us", type=int, default=None,
+                   help="flowlet inactivity gap (default: the controller's)")
     k.add_argument("--pfc", type=on_off, default=True, metavar="on|off", help="PFC on the lossless priority 3")
-    k.add_argument("--ecn", default="off", metavar="KMIN,KMAX,PMAX",
-                   help="ECN marking thresholds (packets, packets, probability), or off (default)")
+    k.add_argument("--ecn", default="default", metavar="KMIN,KMAX,PMAX",
+                   help="ECN marking thresholds on priority 3 (packets, packets, probability), off, or "
+                        "default (the controller's profile)")
     p.add_argument("--out", default=None, metavar="DIR", help="report directory (default runs/run-<time>)")
     p.add_argument("--no-pcap", action="store_true", help="no per-port captures")
     p.set_defaults(func=run)

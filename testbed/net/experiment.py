@@ -23,6 +23,7 @@ from testbed.net.fabric import FabricError, FabricNet
 from testbed.net.lifecycle import stop_process
 
 HASH_MODES = ("5tuple", "qpn", "flowlet")
+CONTROLLER_DEFAULT = "default"
 
 
 class ExperimentError(ValueError):
@@ -34,25 +35,28 @@ class FabricSettings:
     """The fabric knobs of one phase (set through the controller before traffic starts)."""
 
     hash: str = "5tuple"
-    flowlet_gap_us: int = 500
+    flowlet_gap_us: int = None  # None: the controller's default
     pfc: bool = True
-    ecn: tuple = None  # (kmin packets, kmax packets, pmax) or None: no marking
+    ecn: object = CONTROLLER_DEFAULT  # or None (no marking) or (kmin packets, kmax packets, pmax)
 
     def check(self):
         if self.hash not in HASH_MODES:
             raise ExperimentError(f"--hash {self.hash!r}: choose one of {', '.join(HASH_MODES)}")
-        if int(self.flowlet_gap_us) != self.flowlet_gap_us or self.flowlet_gap_us < 1:
-            raise ExperimentError(f"--flowlet-gap-us {self.flowlet_gap_us}: a whole number of microseconds >= 1")
-        if self.ecn is not None:
+        gap = self.flowlet_gap_us
+        if gap is not None and (int(gap) != gap or gap < 1):
+            raise ExperimentError(f"--flowlet-gap-us {gap}: a whole number of microseconds >= 1")
+        if self.ecn not in (None, CONTROLLER_DEFAULT):
             kmin, kmax, pmax = self.ecn
-            if not (0 <= kmin <= kmax and 0.0 < pmax <= 1.0):
-                raise ExperimentError(f"--ecn {kmin},{kmax},{pmax}: need 0 <= KMIN <= KMAX and 0 < PMAX <= 1")
+            if not (0 <= kmin < kmax and 0.0 < pmax <= 1.0):
+                raise ExperimentError(f"--ecn {kmin},{kmax},{pmax}: need 0 <= KMIN < KMAX and 0 < PMAX <= 1")
         return self
 
 
 def parse_ecn(text):
-    """'5,20,0.2' -> (5, 20, 0.2); 'off' -> None."""
-    if text is None or text.strip().lower() in ("off", "none", ""):
+    """'5,20,0.2' -> (5, 20, 0.2); 'off' -> None; 'default' -> the controller's profile."""
+    if text is None or text.strip().lower() == CONTROLLER_DEFAULT:
+        return CONTROLLER_DEFAULT
+    if text.strip().lower() in ("off", "none"):
         return None
     try:
         kmin, kmax, pmax = text.split(",")
@@ -122,11 +126,11 @@ class Experiment:
             return False
         try:
             ctl.set_hash_mode(settings.hash)
-            if settings.hash == "flowlet":
+            if settings.flowlet_gap_us is not None:
                 ctl.set_flowlet_gap_us(settings.flowlet_gap_us)
             if settings.ecn is None:
                 ctl.disable_ecn()
-            else:
+            elif settings.ecn != CONTROLLER_DEFAULT:
                 ctl.set_ecn(*settings.ecn)
             ctl.set_pfc(settings.pfc)
         except (ValueError, RuntimeError) as exc:  # the controller's KnobError / ControlError
@@ -158,8 +162,9 @@ class Experiment:
         duration = time.monotonic() - t0
         after = telemetry.snapshot(self.fabric)
         rows = telemetry.queue_rows(self.clos.switches, before, after, sampler.max_depths())
-        config = {"topology": _topology(self.clos.spec), "fabric": {**_settings(settings), **self._port_config(),
-                                                                     "applied": applied},
+        config = {"topology": _topology(self.clos.spec),
+                  "fabric": {**_settings(settings), **self._port_config(), "applied": applied,
+                             "effective": self._effective_knobs()},
                   "job": _job_config(job)}
         result = summary.build(name, self.target, config, self.clos, parse_job(job), reports, before, after, rows,
                                duration, started)
@@ -171,9 +176,19 @@ class Experiment:
         self._write(out, result)
         self.summaries.append((out, result))
         c = result["collective"]
-        self.log(f"*** {name}: {c['status']}; time {c['time_us']} us, busbw {c['busbw_gbps']} Gb/s; "
-                 f"summary in {out / 'summary.json'}")
+        busbw = f"{c['busbw_gbps'] * 1000:.3f} Mb/s" if c["busbw_gbps"] else "-"
+        self.log(f"*** {name}: {c['status']}; time {c['time_us']} us, busbw {busbw}; summary in {out / 'summary.json'}")
         return result
+
+    def _effective_knobs(self):
+        """What the switches hold, read back through the controller (None without one)."""
+        ctl = self.fabric.controller
+        if ctl is None:
+            return None
+        k = ctl.get_knobs(self.clos.leaves[0].name)
+        return {"hash_mode": k.hash_mode, "qp_aware": k.qp_aware, "flowlet_gap_us": k.flowlet_gap_us,
+                "ecn": {str(p): asdict(e) for p, e in k.ecn.items()},
+                "pfc": {str(p): asdict(c) for p, c in k.pfc.items()}, "pfc_pause_us": k.pfc_pause_us}
 
     def _port_config(self):
         d = self.fabric.port_defaults
@@ -265,8 +280,9 @@ def _topology(spec):
 
 def _settings(settings):
     ecn = settings.ecn
-    return {"hash": settings.hash, "flowlet_gap_us": settings.flowlet_gap_us, "pfc": settings.pfc,
-            "ecn": dict(zip(("kmin", "kmax", "pmax"), ecn)) if ecn else None}
+    if ecn not in (None, CONTROLLER_DEFAULT):
+        ecn = dict(zip(("kmin", "kmax", "pmax"), ecn))
+    return {"hash": settings.hash, "flowlet_gap_us": settings.flowlet_gap_us, "pfc": settings.pfc, "ecn": ecn}
 
 
 def _job_config(job):
@@ -285,14 +301,14 @@ def nccl_table(result):
              f"qps/conn {cfg['job']['qps_per_connection']}  pfc {'on' if cfg['fabric']['pfc'] else 'off'}  "
              f"line {cfg['job']['line_rate_mbps']:g} Mb/s  (x{result['scale']['time_dilation']:g} slower than "
              f"{result['scale']['production_link_gbps']:g}G)",
-             f"# {'size':>12} {'count':>12} {'type':>6} {'redop':>6} {'time':>10} {'algbw':>8} {'busbw':>8} "
+             f"# {'size':>12} {'count':>12} {'type':>6} {'redop':>6} {'time':>11} {'algbw':>8} {'busbw':>8} "
              f"{'busbw':>8}",
-             f"# {'(B)':>12} {'(elements)':>12} {'':>6} {'':>6} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8} "
-             f"{'(Gb/s)':>8}"]
+             f"# {'(B)':>12} {'(elements)':>12} {'':>6} {'':>6} {'(us)':>11} {'(GB/s)':>8} {'(GB/s)':>8} "
+             f"{'(Mb/s)':>8}"]  # lab links run megabits: the last column is the readable one
     for row in c["rows"]:
         lines.append(f"  {row['size_bytes']:>12} {row['size_bytes'] // 4:>12} {'float':>6} {'sum':>6} "
-                     f"{row['time_us']:>10.1f} {row['algbw_GBps']:>8.4f} {row['busbw_GBps']:>8.4f} "
-                     f"{row['busbw_gbps']:>8.4f}")
+                     f"{row['time_us']:>11.1f} {row['algbw_GBps']:>8.5f} {row['busbw_GBps']:>8.5f} "
+                     f"{row['busbw_gbps'] * 1000:>8.3f}")
     oos = sum(h["oos"] for h in result["hosts"])
     pfc = sum(q["pfc_tx"] for q in result["queues"])
     drops = sum(q["drops"] for q in result["queues"])
@@ -360,7 +376,7 @@ def demo(target="engine", out=None, size=DEMO_SIZE, name_prefix=None, grpc_base_
         text += f"\n\n# QPN hashing + {DEMO_QPS} QPs/connection vs 5-tuple with 1 QP: busbw x{speedup:.2f}"
     (out / "demo.txt").write_text(text + "\n")
     print(text)
-    print(f"\n*** wrote {out}/demo.txt, " + ", ".join(f"{name}/summary.json {name}/{p}" for name, _, _ in phases
-                                                     for r in results if r["name"] == name for p in r["plots"][:1])
-          + f", pcaps in {out}/pcap ({len(results[-1].get('pcaps', []))} files; open in Wireshark or tshark)")
+    print(f"\n*** wrote {out}: demo.txt; per phase ({', '.join(r['name'] for r in results)}): summary.json, "
+          f"{', '.join(results[0]['plots'])}, ranks/; pcap/ ({len(results[-1].get('pcaps', []))} per-port captures "
+          "for Wireshark or tshark)")
     return 0 if all(r["collective"]["status"] == "ok" for r in results) else 1

@@ -10,9 +10,13 @@
       "config": {                            # what was asked for
         "topology": {spines, leaves, hosts_per_leaf, link_rate_mbps, oversubscription, rails, zones, aggs,
                      agg_oversubscription},
-        "fabric": {"hash": "5tuple"|"qpn"|"flowlet", "flowlet_gap_us", "pfc": bool,
-                   "ecn": {"kmin", "kmax", "pmax"} | null, "queue_depth", "delay_us", "jitter_us",
-                   "loss", "applied": bool},  # applied false: the target has no P4 knobs (kernel)
+        "fabric": {"hash": "5tuple"|"qpn"|"flowlet", "flowlet_gap_us": N | null, "pfc": bool,
+                   "ecn": {"kmin", "kmax", "pmax"} | null | "default", "queue_depth", "delay_us",
+                   "jitter_us", "loss",
+                   "applied": bool,           # false: the target has no P4 knobs (kernel)
+                   "effective": {"hash_mode", "qp_aware", "flowlet_gap_us", "ecn": {prio: {...}},
+                                 "pfc": {prio: {"xoff", "xon", "refresh_us"}}, "pfc_pause_us"} | null},
+                                             # what the switches hold, read back via the controller
         "job": {"pattern", "sizes", "iterations", "warmup", "channels", "qps_per_connection", "cts",
                 "dcqcn", "chunk_bytes", "line_rate_mbps", "mtu", "ranks": [host, ...]}
       },
