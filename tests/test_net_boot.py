@@ -145,6 +145,36 @@ def test_engine_pcaps_open_in_tshark(engine_fabric):
     assert icmp >= 12
 
 
+def test_engine_cli_fabric_commands_reach_the_switches(engine_fabric, tmp_path, capsys):
+    from testbed.control.knobs import EcnProfile
+    from testbed.net.fabric_cli import FabricCLI
+    script = tmp_path / "cmds"
+    script.write_text("stats leaf1\nqueues leaf1\nhash qpn\necn 4 16 0.5\npfc 30 15\nflowlet_gap 300\n"
+                      "hash bogus\nlink leaf1 spine1 down\n")
+    ctl = engine_fabric.controller
+    devnull = open(os.devnull)  # the CLI polls stdin even when it runs a script
+    try:
+        FabricCLI(engine_fabric, stdin=devnull, script=str(script))
+        out = capsys.readouterr().out
+        k = ctl.get_knobs("spine2")
+        assert (k.hash_mode, k.qp_aware, k.flowlet_gap_us) == ("qpn", True, 300)
+        assert k.ecn[3] == EcnProfile(4, 16, 0.5) and (k.pfc[3].xoff, k.pfc[3].xon) == (30, 15)
+        assert "usage: hash 5tuple|qpn|flowlet" in out
+        assert "port   1  rx" in out and "leaf1" in out
+        # the link is down in the kernel and the controller routes around it
+        assert "state DOWN" in subprocess.run(["ip", "link", "show", engine_fabric.mn["leaf1"].intfs[3].name],
+                                              capture_output=True, text=True).stdout
+        assert [ports for prefix, _rid, ports, _g in ctl.route_table("leaf1") if prefix == "10.1.2.0/24"] == [[4]]
+        sent, lost, failures = engine_fabric.pingall()
+        assert lost == 0, failures
+    finally:
+        script.write_text("link leaf1 spine1 up\nhash 5tuple\n")
+        FabricCLI(engine_fabric, stdin=devnull, script=str(script))
+        devnull.close()
+    assert ctl.get_knobs("leaf1").hash_mode == "5tuple"
+    assert [ports for prefix, _rid, ports, _g in ctl.route_table("leaf1") if prefix == "10.1.2.0/24"] == [[3, 4]]
+
+
 def test_engine_teardown_leaves_nothing(engine_fabric):
     # runs last in this module: stop() is idempotent, the fixture's exit finds it done
     cutoff = _ticks_now()
