@@ -236,3 +236,4 @@ def test_verbose_test_prints_a_trace(capsys, tmp_path, good):
     status_v, verbose, _ = run(capsys, "test", str(good), str(stf), "-v")
     assert status == status_v == 0
     assert len(verbose.splitlines()) > len(quiet.splitlines())
+    assert "-- " + str(stf) + ":3: packet 1 000000000002" in verbose     # each command, then its trace

@@ -430,9 +430,10 @@ class _Report:
 class StfRunner:
     """Runs parsed STF commands against a Pipeline (testbed/p4engine/CONTRACT.md)."""
 
-    def __init__(self, pipeline, out=None, filename="<stf>"):
+    def __init__(self, pipeline, out=None, filename="<stf>", echo=False):
         out = out or sys.stdout       # looked up per call: sys.stdout may have been replaced
         self.pipeline = pipeline
+        self.echo = echo              # print each command before running it (with a packet trace)
         self.report = _Report(out)
         self.filename = filename
         self.expected = {}        # port -> [(pattern or None, exact, line)]
@@ -482,6 +483,8 @@ class StfRunner:
             if cmd.name in ("packet", "expect"):
                 self.tested_ports.add(cmd.args[0])
         for cmd in commands:
+            if self.echo:
+                self.report.note(f"-- {self.where(cmd)}: {cmd.text}")
             try:
                 getattr(self, "do_" + cmd.name)(cmd)
             except StfError as exc:
@@ -971,7 +974,7 @@ def run_stf(program_path, stf_path, include_dirs=(), out=None, defines=None, log
         print(str(exc), file=out)
         return 1
     pipeline = program.new_pipeline(log=log)
-    return StfRunner(pipeline, out=out, filename=str(stf_path)).run(commands)
+    return StfRunner(pipeline, out=out, filename=str(stf_path), echo=log is not None).run(commands)
 
 
 def run_stf_text(pipeline, text, out=None, filename="<stf>"):
