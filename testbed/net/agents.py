@@ -5,7 +5,6 @@ TCP, BMv2's Thrift CLI); this module only picks the right agent for a Mininet sw
 node and translates a fabric's PortModels and PFC setting into agent calls, so the
 Mininet side does not depend on how a target applies them.
 """
-from testbed.switch.agent import AgentError  # noqa: F401  (what callers catch)
 
 #: The lossless priority of the fabric (RoCE data, DSCP 26): its PFC frames pause a port.
 LOSSLESS_PRIORITIES = (3,)

@@ -95,27 +95,21 @@ def run(args):
 def _run_booted(prog, args, clos, settings, job):
     from testbed import REPO_ROOT
     from testbed.net import options
-    from testbed.net.experiment import Experiment, ExperimentError, nccl_table
-    from testbed.net.fabric import FabricError
-    from testbed.net.lifecycle import Terminated
-    from testbed.net.nodes import SwitchStartError
+    from testbed.net.experiment import Experiment, guarded, nccl_table
 
     out = args.out or str(REPO_ROOT / "runs" / time.strftime("run-%Y%m%d-%H%M%S"))
-    try:
+    results = []
+
+    def one_phase():
         with Experiment(clos, target=args.target, out=out, pcap=not args.no_pcap, program=args.program, mtu=args.mtu,
                         port_defaults=options.port_defaults(args), log_console=args.log_console,
                         name_prefix=args.name_prefix, pfc_priorities=None if settings.pfc else ()) as exp:
-            result = exp.run_phase("run", job, settings)
-    except (FabricError, ExperimentError) as exc:
-        return options.fail(prog, str(exc))
-    except SwitchStartError as exc:
-        return options.fail(prog, str(exc), 1)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; torn down", file=sys.stderr)
-        return 130
-    except Terminated as exc:
-        print(f"{prog}: {exc}; torn down", file=sys.stderr)
-        return exc.exit_status
+            results.append(exp.run_phase("run", job, settings))
+
+    status = guarded(prog, one_phase)
+    if status is not None:
+        return status
+    result = results[0]
     print(nccl_table(result))
     for error in result["errors"]:
         print(f"{prog}: {error}", file=sys.stderr)

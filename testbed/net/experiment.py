@@ -292,6 +292,29 @@ def _job_config(job):
             "ranks": [r["host"] for r in job["ranks"]]}
 
 
+def guarded(prog, boot_and_run):
+    """Call boot_and_run() (which boots, runs and tears down); None when it returned, else
+    the exit status for what went wrong, printed as one line (never a traceback):
+    2 bad request or machine, 1 a switch did not start, 130 Ctrl-C, 143/129 SIGTERM/SIGHUP."""
+    from testbed.net.lifecycle import Terminated
+    from testbed.net.nodes import SwitchStartError
+    try:
+        boot_and_run()
+        return None
+    except (FabricError, ExperimentError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except SwitchStartError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; torn down", file=sys.stderr)
+        return 130
+    except Terminated as exc:
+        print(f"{prog}: {exc}; torn down", file=sys.stderr)
+        return exc.exit_status
+
+
 # --- tables ---------------------------------------------------------------------------
 
 def nccl_table(result):
@@ -332,8 +355,6 @@ def demo(target="engine", out=None, size=DEMO_SIZE, name_prefix=None, grpc_base_
     half the host rate, one spread over both spines can run at full rate."""
     from testbed import REPO_ROOT
     from testbed.clos import ClosSpec, TopologyError, build
-    from testbed.net.lifecycle import Terminated
-    from testbed.net.nodes import SwitchStartError
 
     prog = "rocelab demo"
     if os.geteuid() != 0:
@@ -354,22 +375,15 @@ def demo(target="engine", out=None, size=DEMO_SIZE, name_prefix=None, grpc_base_
           f"{clos.spec.uplink_rate_mbps:g} Mb/s uplinks (2:1); output in {out}")
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    try:
+
+    def both_phases():
         with Experiment(clos, target=target, out=out, name_prefix=name_prefix, state_dir=state_dir) as exp:
             for name, settings, job in phases:
                 results.append(exp.run_phase(name, job, settings, out / name))
-    except (FabricError, ExperimentError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except SwitchStartError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; torn down", file=sys.stderr)
-        return 130
-    except Terminated as exc:
-        print(f"{prog}: {exc}; torn down", file=sys.stderr)
-        return exc.exit_status
+
+    status = guarded(prog, both_phases)
+    if status is not None:
+        return status
     text = "\n\n".join(nccl_table(r) for r in results)
     if len(results) == 2 and all(r["collective"]["busbw_gbps"] for r in results):
         speedup = results[1]["collective"]["busbw_gbps"] / results[0]["collective"]["busbw_gbps"]
