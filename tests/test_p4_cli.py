@@ -134,6 +134,16 @@ def test_check_reports_file_line_col_with_caret(capsys, tmp_path, body, what):
 
 
 @needs_compiler
+def test_check_and_info_report_a_duplicate_id(capsys, tmp_path):
+    prog = tmp_path / "ids.p4"
+    prog.write_text(GOOD.replace("    action drop()", "    @id(7) action drop()")
+                        .replace("    action fwd(", "    @id(7) action fwd("))
+    for command in ("check", "info"):
+        status, out, err = run(capsys, command, str(prog))
+        assert status == 1 and "@id 0x01000007 is also given to" in err and not out
+
+
+@needs_compiler
 def test_define_and_include_reach_the_preprocessor(capsys, tmp_path):
     inc = tmp_path / "inc"
     inc.mkdir()

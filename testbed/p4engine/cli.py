@@ -121,10 +121,20 @@ def compile_program(args):
         return None
 
 
+def _p4info(program):
+    """The program's P4Info, or None after printing why (e.g. two objects with one @id)."""
+    from testbed.p4engine import P4Error
+    try:
+        return program.p4info
+    except P4Error as exc:
+        print(str(exc), file=sys.stderr)
+        return None
+
+
 # ------------------------------------------------------------------ commands
 def run_check(args):
     program = compile_program(args)
-    if program is None:
+    if program is None or _p4info(program) is None:
         return 1
     compiled = getattr(program, "compiled", None)
     if compiled is not None:
@@ -137,15 +147,10 @@ def run_check(args):
 
 def run_info(args):
     program = compile_program(args)
-    if program is None:
+    p4info = _p4info(program) if program is not None else None
+    if p4info is None:
         return 1
-    from testbed.p4engine import P4Error
     from testbed.p4engine.p4info import serialize
-    try:
-        p4info = program.p4info
-    except P4Error as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
     fmt = args.format or FORMAT_BY_SUFFIX.get(os.path.splitext(args.output or "")[1], "text")
     data = serialize(p4info, fmt)
     if args.output is None:

@@ -457,8 +457,12 @@ def _encode(value, width):
 
 
 def build_p4info(compiled):
-    """The P4Info (p4.config.v1.p4info_pb2.P4Info) of a compiled program."""
-    return _Builder(compiled).build()
+    """The P4Info (p4.config.v1.p4info_pb2.P4Info) of a compiled program; P4Error for bad @ids."""
+    try:
+        return _Builder(compiled).build()
+    except P4Error as exc:
+        source_map = getattr(compiled, "source_map", None)     # for the source line and caret
+        raise (exc.with_source_map(source_map) if source_map else exc) from None
 
 
 # ------------------------------------------------------------------ serialisation
