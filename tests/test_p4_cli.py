@@ -247,3 +247,44 @@ def test_verbose_test_prints_a_trace(capsys, tmp_path, good):
     assert status == status_v == 0
     assert len(verbose.splitlines()) > len(quiet.splitlines())
     assert "-- " + str(stf) + ":3: packet 1 000000000002" in verbose     # each command, then its trace
+
+
+@needs_compiler
+def test_info_file_drives_p4runtime_shell_against_the_engine(capsys, tmp_path, good):
+    """The file `p4 info` writes is what a controller loads: p4runtime-shell pushes it with the
+    P4 source as device config, names a table/action/match field/param from it, and the entry
+    forwards a packet on the engine switch."""
+    import socket
+
+    from p4runtime_sh import shell as sh
+    from switch_fake_engine import SocketPort
+
+    from testbed.p4rt.server import P4RuntimeServer
+    from testbed.switch.datapath import Switch
+    p4info = tmp_path / "good.p4info.txt"
+    assert run(capsys, "info", str(good), "-o", str(p4info))[0] == 0
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+    ports = {n: SocketPort(n) for n in (1, 3)}
+    switch = Switch(ports, cpu_port=64)
+    switch.start()
+    server = P4RuntimeServer(switch, device_id=1, address=addr).start()
+    try:
+        sh.setup(device_id=1, grpc_addr=addr, election_id=(0, 1),
+                 config=sh.FwdPipeConfig(str(p4info), str(good)), verbose=False)
+        try:
+            entry = sh.TableEntry("dmac")(action="fwd")
+            entry.match["hdr.ethernet.dstAddr"] = "00:00:00:00:00:02"
+            entry.action["port"] = "3"
+            entry.insert()
+            frame = bytes.fromhex("000000000002" "000000000001" "0800") + b"payload"
+            ports[1].peer.send(frame)
+            assert ports[3].receive_all() == [frame]
+            (read,) = list(sh.TableEntry("I.dmac").read())
+            assert read.action["port"].value == b"\x03"
+        finally:
+            sh.teardown()
+    finally:
+        server.stop()
+        switch.close()
