@@ -288,3 +288,16 @@ def test_info_file_drives_p4runtime_shell_against_the_engine(capsys, tmp_path, g
     finally:
         server.stop()
         switch.close()
+
+
+@needs_compiler
+def test_a_failed_assert_fails_that_packet_line_and_the_run_goes_on(capsys, tmp_path, good):
+    prog = tmp_path / "assert.p4"
+    prog.write_text(GOOD.replace("apply { dmac.apply(); }",
+                                 "apply { assert(hdr.ethernet.etherType != 0x0bad); dmac.apply(); }"))
+    stf = tmp_path / "t.stf"
+    stf.write_text(GOOD_STF + "packet 1 000000000002 000000000001 0bad 00\n")
+    status, out, _ = run(capsys, "test", str(prog), str(stf))
+    assert status == 1
+    assert re.search(r"t\.stf:6: error: the program stopped on this packet: assert failed", out)
+    assert "port 3" not in out          # the packets before it still passed their expects
