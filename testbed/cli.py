@@ -19,6 +19,7 @@ GROUPS = {
     "stats": ("testbed.control.stats_cli", "read counters and queue state from running switches"),
     "run": ("testbed.net.cli", "boot a Clos, run a traffic pattern, collect a report"),
     "traffic": ("traffic.cli", "emulated RDMA NIC: send/receive RoCEv2 collectives in a host"),
+    "lab": ("testbed.labs.cli", "guided labs: ECMP collisions, QPN hashing, TE, incast+CTS, flowlets"),
     "te": ("testbed.te.cli", "the traffic-engineering app (Ryu framework)"),
     "demo": ("testbed.demo", "the main demo (what `make demo` runs)"),
     "bench": ("testbed.bench", "benchmarks: engine, switch, traffic, boot (figures, not tests)"),
