@@ -158,3 +158,28 @@ def test_demo_shows_qpn_hashing_spreading_what_5tuple_keeps_on_one_spine(tmp_pat
                           "-c", "5"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     _nothing_left(tmp_path)
+
+
+def test_bmv2_punted_pfc_frames_reach_the_punting_switchs_agent():
+    """On BMv2 the controller's packet-ins carry PFC frames to the agent of the switch that
+    punted them (ports there have no MAC); other packet-ins and switches are left alone."""
+    from testbed.control.program_names import PUNT_MAC_CONTROL, PUNT_PFC
+    from testbed.net.agents import pfc_punt_handler
+    from testbed.switch import pfc
+    from testbed.switch.bmv2 import Bmv2Agent
+    issued = {"leaf1": [], "leaf2": []}
+    agents = {name: Bmv2Agent(9090, ports=[1, 2], runner=cmds.extend) for name, cmds in issued.items()}
+    for agent in agents.values():
+        agent.set_port_rate(2, 8_000_000)
+        agent.set_pfc(2, [3])
+    issued_before = {n: list(c) for n, c in issued.items()}
+    handle = pfc_punt_handler(agents)
+    frame = pfc.build_pfc("02:00:00:00:00:01", {3: 0xFFFF})
+    handle("leaf1", frame, {"ingress_port": 2, "reason": PUNT_MAC_CONTROL})   # not PFC: ignored
+    handle("spine9", frame, {"ingress_port": 2, "reason": PUNT_PFC})          # not ours: ignored
+    assert issued == issued_before
+    handle("leaf1", frame, {"ingress_port": 2, "reason": PUNT_PFC})
+    assert issued["leaf1"][-1] == "set_queue_rate 1 2 3" and issued["leaf2"] == issued_before["leaf2"]
+    assert agents["leaf1"].port_counters(2)["pfc_rx"][3] == 1 and 3 in agents["leaf1"].pause_state(2)
+    handle("leaf1", pfc.build_pfc("02:00:00:00:00:01", {3: 0}), {"ingress_port": 2, "reason": PUNT_PFC})
+    assert agents["leaf1"].pause_state(2) == {}

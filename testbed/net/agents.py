@@ -28,3 +28,15 @@ def apply_port_models(agent, models, pfc_priorities=LOSSLESS_PRIORITIES):
         agent.set_queue_depth(port, int(model.queue_depth))
         agent.set_impairments(port, model.delay_us, model.jitter_us, model.loss)
         agent.set_pfc(port, list(pfc_priorities))
+
+
+def pfc_punt_handler(agents_by_switch):
+    """A controller packet-in handler for BMv2: PFC frames the program punts (reason PUNT_PFC)
+    go to the punting switch's agent, which pauses that port's queue."""
+    from testbed.control.program_names import PUNT_PFC
+
+    def handle(switch, payload, meta):
+        agent = agents_by_switch.get(switch)
+        if agent is not None and meta.get("reason") == PUNT_PFC:
+            agent.handle_pfc_frame(meta["ingress_port"], payload)
+    return handle

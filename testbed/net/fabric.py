@@ -22,6 +22,7 @@ from pathlib import Path
 
 from testbed import P4_DIR
 from testbed.cleanup import Ledger
+from testbed.net import agents
 from testbed.net.lifecycle import signals_deferred, termination_as_exception
 
 TARGETS = ("engine", "bmv2", "kernel")
@@ -66,9 +67,8 @@ class FabricNet:
         self.ledger = ledger
         self._own_ledger = ledger is None
         self.state_dir = state_dir  # where the ledger goes (default testbed.cleanup.STATE_DIR)
-        from testbed.net.agents import LOSSLESS_PRIORITIES
         # Received PFC frames of these priorities pause a switch port (empty: PFC off).
-        self.pfc_priorities = tuple(LOSSLESS_PRIORITIES if pfc_priorities is None else pfc_priorities)
+        self.pfc_priorities = tuple(agents.LOSSLESS_PRIORITIES if pfc_priorities is None else pfc_priorities)
         self.mn = None
         self.controller = None
         self.timings = {}
@@ -234,6 +234,9 @@ class FabricNet:
         ctl.push_pipeline()
         ctl.install_defaults()
         self.controller = ctl
+        if self.target == "bmv2":
+            # BMv2 ports have no MAC: the program punts PFC frames and the agent pauses the queue.
+            ctl.packet_in_handler = agents.pfc_punt_handler({node.name: node.agent for node in self.switches})
         self.timings["program_s"] = time.monotonic() - t
 
     # --- use ---

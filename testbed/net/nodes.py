@@ -236,7 +236,11 @@ class P4Switch(RecordedNode, Switch):
 
     def apply_port_models(self, pfc_priorities=agents.LOSSLESS_PRIORITIES):
         """Hand each port's PortModel (and which PFC priorities pause it) to the switch."""
-        agents.apply_port_models(self.agent, self.port_models(), pfc_priorities)
+        from testbed.switch.agent import AgentError
+        try:
+            agents.apply_port_models(self.agent, self.port_models(), pfc_priorities)
+        except (AgentError, OSError) as exc:
+            raise SwitchStartError(f"{self.name}: port models not applied: {exc}") from None
 
     def port_status(self):
         """{port: the agent's port record}: counters, queue depths, tail drops, PFC, pauses."""
