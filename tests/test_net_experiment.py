@@ -183,10 +183,3 @@ def test_bmv2_punted_pfc_frames_reach_the_punting_switchs_agent():
     assert agents["leaf1"].port_counters(2)["pfc_rx"][3] == 1 and 3 in agents["leaf1"].pause_state(2)
     handle("leaf1", pfc.build_pfc("02:00:00:00:00:01", {3: 0}), {"ingress_port": 2, "reason": PUNT_PFC})
     assert agents["leaf1"].pause_state(2) == {}
-
-
-def test_run_offers_exactly_the_traffic_patterns():
-    # listed by name in testbed/net/cli.py so `rocelab --help` need not import traffic/
-    from testbed.net.cli import PATTERN_CHOICES
-    from traffic.collectives import PATTERNS
-    assert sorted(PATTERN_CHOICES) == sorted(PATTERNS)

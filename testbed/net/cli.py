@@ -13,8 +13,6 @@ import argparse
 import sys
 import time
 
-PATTERN_CHOICES = ("ring_allreduce", "tree_allreduce", "allgather", "reducescatter", "alltoall", "incast",
-                   "pipeline", "stream")  # traffic.collectives.PATTERNS (not imported: keeps --help fast)
 
 
 def on_off(text):
@@ -39,12 +37,13 @@ def byte_size(text):
 
 def register(sub, name, help_text):
     from testbed.net import options
+    from traffic.collectives import PATTERNS  # stdlib-only: `rocelab --help` stays fast
 
     p = sub.add_parser(name, help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_topology_options(p)
     options.add_target_options(p)
     g = p.add_argument_group("traffic (traffic/: emulated RDMA NICs)")
-    g.add_argument("--pattern", choices=PATTERN_CHOICES, default="ring_allreduce")
+    g.add_argument("--pattern", choices=list(PATTERNS), default="ring_allreduce")
     g.add_argument("--size", type=byte_size, action="append", default=None, metavar="BYTES",
                    help="collective size per row, e.g. 1M (repeatable; default 1M)")
     g.add_argument("--iterations", type=int, default=1)
