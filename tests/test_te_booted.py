@@ -21,7 +21,7 @@ from testbed.te.programmer import normalize_counters
 
 ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
 PREFIX = f"rlte{os.getpid() % 1000}"  # + device id + "p" + port: at most 11 characters
-PACKETS, SIZE = 300, 1000
+PACKETS, SIZE, GAP_S = 300, 1000, 0.002  # about 4 Mb/s on 10 Mb/s links
 
 
 def _missing():
@@ -111,17 +111,22 @@ def _uplink_tx(net, leaf):
     return {port: sample.port_tx_bytes.get((leaf, port), 0) for port in (3, 4)}
 
 
-def _send(net, src, dst_ip, sport):
-    """One UDP flow (fixed 5-tuple) of PACKETS packets from host `src`."""
-    code = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+def _flow_over_uplinks(net, src, dst_ip, sport):
+    """Send one UDP flow (fixed 5-tuple) of PACKETS packets from host `src`, paced below
+    the 10 Mb/s link rate (a burst would overflow the switch queue), and return the
+    bytes each uplink of leaf1 sent meanwhile, once the whole flow has left it."""
+    before = _uplink_tx(net, "leaf1")
+    code = ("import socket, time; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
             f"s.bind(('', {sport})); "
-            f"[s.sendto(bytes({SIZE}), ('{dst_ip}', 4791)) for _ in range({PACKETS})]")
+            f"[(s.sendto(bytes({SIZE}), ('{dst_ip}', 4791)), time.sleep({GAP_S})) for _ in range({PACKETS})]")
     net.host(src).cmd(f"{sys.executable} -c \"{code}\"")
-    time.sleep(1.0)  # let the switches drain the flow at the emulated rate
-
-
-def _moved_to(before, after):
-    return {port: after[port] - before[port] for port in after}
+    deadline = time.monotonic() + 10
+    while True:  # wait for the switch to drain the flow, not for a fixed time
+        after = _uplink_tx(net, "leaf1")
+        delta = {port: after[port] - before[port] for port in after}
+        if sum(delta.values()) >= PACKETS * SIZE or time.monotonic() > deadline:
+            return delta
+        time.sleep(0.2)
 
 
 def test_rest_override_moves_a_flow_and_link_down_removes_it(booted):
@@ -131,9 +136,7 @@ def test_rest_override_moves_a_flow_and_link_down_removes_it(booted):
     flow_bytes = PACKETS * SIZE
 
     # 1. without an override, ECMP puts the flow on one uplink
-    before = _uplink_tx(net, "leaf1")
-    _send(net, src.name, dst.ip, 50001)
-    delta = _moved_to(before, _uplink_tx(net, "leaf1"))
+    delta = _flow_over_uplinks(net, src.name, dst.ip, 50001)
     ecmp_port = max(delta, key=delta.get)
     other = 7 - ecmp_port  # uplinks are 3 and 4
     assert delta[ecmp_port] >= flow_bytes and delta[other] < flow_bytes / 10, delta
@@ -142,9 +145,7 @@ def test_rest_override_moves_a_flow_and_link_down_removes_it(booted):
     status, body = _rest(url, "POST", "/te/overrides", {"leaf": "leaf1", "ingress_port": 1,
                                                          "dst_prefix": "10.1.2.0/24", "egress_port": other})
     assert status == 201, body
-    before = _uplink_tx(net, "leaf1")
-    _send(net, src.name, dst.ip, 50001)
-    delta = _moved_to(before, _uplink_tx(net, "leaf1"))
+    delta = _flow_over_uplinks(net, src.name, dst.ip, 50001)
     assert delta[other] >= flow_bytes and delta[ecmp_port] < flow_bytes / 10, delta
 
     # 3. the override's uplink goes down: the app sees it and removes the override at once
@@ -175,9 +176,7 @@ def test_rest_override_moves_a_flow_and_link_down_removes_it(booted):
     assert status == 200 and not run["errors"], run
     assert {"leaf": "leaf1", "ingress_port": 1, "dst_prefix": "10.1.2.0/24", "egress_port": other,
             "origin": "manual"} in run["installed"], run
-    before = _uplink_tx(net, "leaf1")
-    _send(net, src.name, dst.ip, 50001)
-    delta = _moved_to(before, _uplink_tx(net, "leaf1"))
+    delta = _flow_over_uplinks(net, src.name, dst.ip, 50001)
     assert delta[other] >= flow_bytes and delta[ecmp_port] < flow_bytes / 10, delta
 
     # 5. the collector saw the flows as <ingress port, destination prefix> bytes

@@ -208,6 +208,19 @@ def test_traffic_matrix_from_counters_and_memory_after_withdrawal(svc):
     assert installed(svc)[("leaf1", 1, L3)] != uplink
 
 
+def test_only_traffic_entering_at_a_leaf_host_port_is_a_demand(svc):
+    # every switch counts <ingress port, prefix> bytes; spines and uplinks see transit traffic
+    entering, transit_spine, transit_uplink = (DemandKey("leaf1", 1, L3), DemandKey("spine1", 1, L3),
+                                               DemandKey("leaf2", 3, L3))
+    svc.programmer.feed(demand_bytes={entering: 0, transit_spine: 0, transit_uplink: 0})
+    svc.collect()
+    time.sleep(0.1)
+    svc.programmer.feed(demand_bytes={entering: 50_000, transit_spine: 50_000, transit_uplink: 50_000})
+    run = svc.optimize()
+    assert [d.key for d in svc.demands()] == [entering]
+    assert run["placed"] == 1 and not run["errors"]
+
+
 def test_counter_reset_gives_no_negative_rate(svc):
     key = DemandKey("leaf1", 1, L3)
     svc.programmer.feed(demand_bytes={key: 10_000_000})

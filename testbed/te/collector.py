@@ -75,9 +75,16 @@ class DemandHints:
 
 def traffic_matrix(graph, measured: Dict[DemandKey, float], hinted: Dict[DemandKey, float],
                    min_rate_mbps=0.0):
-    """Demands for CSPF: the larger of measured and hinted rate, same-leaf traffic left out."""
+    """Demands for CSPF: the larger of measured and hinted rate, same-leaf traffic left out.
+
+    Only traffic entering the fabric, at a leaf's host port, is a demand: spines and leaf
+    uplinks count the same bytes again in transit (every switch has the demand counter).
+    """
     demands = []
     for key in set(measured) | set(hinted):
+        sw = graph.clos.switches.get(key.leaf)
+        if sw is None or sw.role != "leaf" or key.ingress_port not in graph.host_ports(key.leaf):
+            continue
         rate = max(measured.get(key, 0.0), hinted.get(key, 0.0))
         if rate <= min_rate_mbps:
             continue
