@@ -74,6 +74,13 @@ def test_missing_files_are_named(capsys, tmp_path, good):
     assert status == 1 and "is a directory" in err
 
 
+def test_a_binary_stf_file_is_named(capsys, tmp_path, good):
+    stf = tmp_path / "b.stf"
+    stf.write_bytes(b"\xff\xfe garbage")
+    status, out, _ = run(capsys, "test", str(good), str(stf))
+    assert status == 1 and "b.stf: error: not a text file" in out
+
+
 def test_bad_define_is_named(capsys, good):
     status, _, err = run(capsys, "check", str(good), "-D", "9lives=1")
     assert status == 1 and "'9lives' is not a macro name" in err

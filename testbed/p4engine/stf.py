@@ -957,10 +957,13 @@ def run_stf(program_path, stf_path, include_dirs=(), out=None, defines=None, log
     """
     out = out or sys.stdout
     try:
-        with open(stf_path) as f:
+        with open(stf_path, encoding="utf-8") as f:
             text = f.read()
     except OSError as exc:
         print(f"{stf_path}: error: cannot read the STF file: {exc.strerror}", file=out)
+        return 1
+    except UnicodeDecodeError as exc:
+        print(f"{stf_path}: error: not a text file (byte {exc.start} is not UTF-8)", file=out)
         return 1
     try:
         commands = parse_stf(text, str(stf_path))
