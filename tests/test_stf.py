@@ -143,6 +143,13 @@ def test_key_values(kind, width, text, expected):
     assert stf.key_value(KeySpec("f", kind, width), text, "table t") == expected
 
 
+@pytest.mark.parametrize("kind, text", [("lpm", "0x1&&&0xf"), ("lpm", "1/x"), ("exact", "0x"), ("ternary", "0b12"),
+                                        ("range", "5->z"), ("exact", "-1")])
+def test_bad_key_values_are_stf_errors(kind, text):
+    with pytest.raises(stf.StfError, match="table t field f"):
+        stf.key_value(KeySpec("f", kind, 8), text, "table t")
+
+
 # ------------------------------------------------------------------ running
 
 def test_forwarding_passes_and_reports():

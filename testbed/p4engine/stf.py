@@ -347,7 +347,10 @@ def key_value(spec, text, where):
                 value, plen = parse_number(text, what), width
             else:
                 stars = digits.count("*")
-                value = int(digits.replace("*", "0") or "0", 1 << bits)
+                try:
+                    value = int(digits.replace("*", "0") or "0", 1 << bits)
+                except ValueError:
+                    raise StfError(f"{what}: {text!r} is not an lpm value (VALUE/LEN or 0x12**)") from None
                 plen = (len(digits) - stars) * bits
                 # bmv2stf writes the digits as the value: trailing '*' digits are
                 # zeros at the value's low end, and the prefix counts the rest.
