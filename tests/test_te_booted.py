@@ -111,20 +111,20 @@ def _uplink_tx(net, leaf):
     return {port: sample.port_tx_bytes.get((leaf, port), 0) for port in (3, 4)}
 
 
-def _flow_over_uplinks(net, src, dst_ip, sport):
-    """Send one UDP flow (fixed 5-tuple) of PACKETS packets from host `src`, paced below
+def _flow_over_uplinks(net, src, dst_ip, sport, packets=PACKETS):
+    """Send one UDP flow (fixed 5-tuple) of `packets` packets from host `src`, paced below
     the 10 Mb/s link rate (a burst would overflow the switch queue), and return the
     bytes each uplink of leaf1 sent meanwhile, once the whole flow has left it."""
     before = _uplink_tx(net, "leaf1")
     code = ("import socket, time; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
             f"s.bind(('', {sport})); "
-            f"[(s.sendto(bytes({SIZE}), ('{dst_ip}', 4791)), time.sleep({GAP_S})) for _ in range({PACKETS})]")
+            f"[(s.sendto(bytes({SIZE}), ('{dst_ip}', 4791)), time.sleep({GAP_S})) for _ in range({packets})]")
     net.host(src).cmd(f"{sys.executable} -c \"{code}\"")
     deadline = time.monotonic() + 10
     while True:  # wait for the switch to drain the flow, not for a fixed time
         after = _uplink_tx(net, "leaf1")
         delta = {port: after[port] - before[port] for port in after}
-        if sum(delta.values()) >= PACKETS * SIZE or time.monotonic() > deadline:
+        if sum(delta.values()) >= packets * SIZE or time.monotonic() > deadline:
             return delta
         time.sleep(0.2)
 
@@ -188,3 +188,39 @@ def test_rest_override_moves_a_flow_and_link_down_removes_it(booted):
     _, util = _rest(url, "GET", "/te/utilization")
     measured = {(l["switch"], l["port"]): l.get("measured_mbps", 0) for l in util["links"]}
     assert measured[("leaf1", other)] > 0 and measured[("leaf1", ecmp_port)] < measured[("leaf1", other)], util
+
+
+def test_cspf_splits_two_colliding_flows_it_measured(booted):
+    """No hints, no manual overrides: two flows that ECMP put on one uplink are seen in
+    the demand counters and placed on different uplinks by the next run."""
+    net, clos, url = booted
+    hosts = {h.nics[0].leaf_port: h for h in clos.hosts.values() if h.nics[0].leaf == "leaf1"}
+    dst = next(h for h in clos.hosts.values() if h.nics[0].leaf == "leaf2")
+    prefix = clos.switches["leaf2"].subnet
+    _rest(url, "DELETE", "/te/overrides", {"leaf": "leaf1", "ingress_port": 1, "dst_prefix": prefix})
+    assert _rest(url, "POST", "/te/optimize")[0] == 200  # a counter read: rates start here
+
+    def uplink_of(port, sport, packets):
+        delta = _flow_over_uplinks(net, hosts[port].name, dst.ip, sport, packets)
+        assert sum(delta.values()) >= packets * SIZE, delta
+        return max(delta, key=delta.get)
+
+    first = uplink_of(1, 50001, PACKETS)
+    # find a source port for host 2's flow that lands on the same uplink (a collision)
+    for sport in range(50100, 50120):
+        if uplink_of(2, sport, 20) == first:
+            break
+    else:
+        pytest.fail("no colliding source port in 20 tries (is the fabric hashing at all?)")
+    assert uplink_of(2, sport, PACKETS) == first
+
+    status, run = _rest(url, "POST", "/te/optimize")
+    assert status == 200 and not run["errors"], run
+    placed = {p["ingress_port"]: p for p in _rest(url, "GET", "/te/placements")[1]["placements"]
+              if p["leaf"] == "leaf1" and p["dst_prefix"] == prefix}
+    assert {placed[1]["origin"], placed[2]["origin"]} == {"cspf"}, placed
+    assert placed[1]["rate_mbps"] > 0 and placed[2]["rate_mbps"] > 0, placed
+    assert placed[1]["egress_port"] != placed[2]["egress_port"], placed
+    # and the switches do it: each flow now leaves by its placement
+    assert uplink_of(1, 50001, PACKETS) == placed[1]["egress_port"]
+    assert uplink_of(2, sport, PACKETS) == placed[2]["egress_port"]

@@ -221,6 +221,19 @@ def test_only_traffic_entering_at_a_leaf_host_port_is_a_demand(svc):
     assert run["placed"] == 1 and not run["errors"]
 
 
+def test_a_demand_cell_first_seen_counts_from_zero_if_its_switch_was_read(svc):
+    # the controller lists only non-zero demand cells: absence in a read switch means 0 bytes
+    new_flow, unread_switch = DemandKey("leaf1", 2, L3), DemandKey("leaf2", 1, L4)
+    svc.programmer.feed(port_tx_bytes={("leaf1", 3): 0})
+    svc.collect()
+    time.sleep(0.1)
+    svc.programmer.feed(port_tx_bytes={("leaf1", 3): 0, ("leaf2", 3): 0},
+                        demand_bytes={new_flow: 100_000, unread_switch: 10**9})
+    svc.collect()
+    assert svc.meter.demand_mbps[new_flow] > 0
+    assert unread_switch not in svc.meter.demand_mbps  # its count covers unknown time: no rate
+
+
 def test_counter_reset_gives_no_negative_rate(svc):
     key = DemandKey("leaf1", 1, L3)
     svc.programmer.feed(demand_bytes={key: 10_000_000})

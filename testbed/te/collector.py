@@ -33,14 +33,24 @@ class RateMeter:
         dt = sample.at - last.at
         if dt <= 0:
             return False
-        self.demand_mbps = self._rates(last.demand_bytes, sample.demand_bytes, dt, self.demand_mbps)
-        self.link_mbps = self._rates(last.port_tx_bytes, sample.port_tx_bytes, dt, self.link_mbps)
+        # Switches report only the demand cells that are non-zero: a key missing from the
+        # last read of a switch that *was* read had zero bytes then, not an unknown count.
+        was_read = {switch for switch, _ in last.port_tx_bytes}
+        self.demand_mbps = self._rates(last.demand_bytes, sample.demand_bytes, dt, self.demand_mbps,
+                                       lambda key: key.leaf in was_read)
+        self.link_mbps = self._rates(last.port_tx_bytes, sample.port_tx_bytes, dt, self.link_mbps,
+                                     lambda ref: False)
         return True
 
-    def _rates(self, before, after, dt, previous):
+    def _rates(self, before, after, dt, previous, absent_was_zero):
         rates = {}
         for key, now in after.items():
-            delta = now - before.get(key, now)
+            if key in before:
+                delta = now - before[key]
+            elif absent_was_zero(key):
+                delta = now
+            else:
+                continue  # first sight of a switch (or one that was unreachable): no rate yet
             if delta < 0:
                 continue  # counter reset: no rate this interval
             rate = delta * 8 / dt / 1e6
