@@ -224,3 +224,28 @@ def test_cspf_splits_two_colliding_flows_it_measured(booted):
     # and the switches do it: each flow now leaves by its placement
     assert uplink_of(1, 50001, PACKETS) == placed[1]["egress_port"]
     assert uplink_of(2, sport, PACKETS) == placed[2]["egress_port"]
+
+
+def test_a_dead_spine_is_detected_and_overrides_through_it_move(booted):
+    """Last in this module: it kills one spine. The next run cannot read the spine's
+    counters, takes it as down and moves every override off it."""
+    net, clos, url = booted
+    prefix = clos.switches["leaf2"].subnet
+    _rest(url, "POST", "/te/demands", {"leaf": "leaf1", "ingress_port": 1, "dst_prefix": prefix, "rate_mbps": 3})
+    _rest(url, "POST", "/te/demands", {"leaf": "leaf1", "ingress_port": 2, "dst_prefix": prefix, "rate_mbps": 3})
+    status, run = _rest(url, "POST", "/te/optimize")
+    assert status == 200, run
+    placed = {p["ingress_port"]: p["egress_port"] for p in _rest(url, "GET", "/te/placements")[1]["placements"]}
+    assert sorted(placed.values()) == [3, 4], placed  # one flow per spine
+    victim = clos.switches["leaf1"].ports[3].peer  # the spine behind uplink 3
+    node = net.switch(victim)
+    node.proc.kill()  # our own fabric's switch process, by its handle
+    node.proc.wait()
+
+    status, run = _rest(url, "POST", "/te/optimize")
+    assert status == 200, run
+    _, te = _rest(url, "GET", "/te")
+    assert te["unreachable_switches"] == [victim] and victim in te["down_switches"], te
+    placed = {p["ingress_port"]: p["egress_port"] for p in _rest(url, "GET", "/te/placements")[1]["placements"]}
+    assert placed == {1: 4, 2: 4}, placed
+    assert any(e["event"] == "withdrawn" and e["reason"] == f"switch {victim} unreachable" for e in te["events"]), te
