@@ -338,3 +338,23 @@ def test_fabric_programmer_reports_a_dead_switch_instead_of_failing_the_read(clo
     sample = FabricProgrammer(clos, controller=Controller()).read_counters()
     assert sample.unreachable == {"spine1": "ConnectionError: spine1: UNAVAILABLE"}
     assert sample.port_tx_bytes == {(name, 1): 10 for name in clos.switches if name != "spine1"}
+
+
+def test_a_timed_out_worker_call_does_not_confuse_later_ones(clos):
+    import socket
+    from testbed.te.worker import ProcessWorker, WorkerError
+    silent = socket.socket()  # accepts TCP but never speaks gRPC: Capabilities waits its timeout
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    port = silent.getsockname()[1]
+    fabric = build(ClosSpec(spines=2, leaves=4, hosts_per_leaf=2, grpc_base_port=port - 3)).to_dict()
+    worker = ProcessWorker()
+    try:
+        with pytest.raises(WorkerError, match="did not finish"):
+            worker.call("probe", fabric, ["leaf1"], 1.0, timeout=0.2)
+        who = worker.call("whoami", timeout=10)  # answered after the late probe reply
+        assert who["pid"] == worker.pid
+        assert worker._replies == {}  # the late reply was dropped, not kept forever
+    finally:
+        worker.close()
+        silent.close()

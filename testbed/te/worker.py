@@ -73,6 +73,7 @@ class ProcessWorker:
         os.set_blocking(self._in, False)
         self._buffer = b""
         self._replies = {}
+        self._abandoned = set()  # calls that timed out: their late replies are dropped
         self._next_id = 0
         self.pid = self.proc.pid
         self.call("whoami", timeout=start_timeout)
@@ -95,6 +96,7 @@ class ProcessWorker:
                     raise WorkerError(f"the P4Runtime worker process died during {op} "
                                       f"(status {self.proc.returncode})")
                 if time.monotonic() > deadline:
+                    self._abandoned.add(call_id)
                     raise WorkerError(f"{op} did not finish within {timeout:g} s")
                 time.sleep(delay)  # green under Ryu: the REST API keeps answering
                 delay = min(delay * 2, 0.02)
@@ -119,6 +121,9 @@ class ProcessWorker:
                 break
             call_id, ok, value = pickle.loads(self._buffer[_HEADER.size:_HEADER.size + size])
             self._buffer = self._buffer[_HEADER.size + size:]
+            if call_id in self._abandoned:
+                self._abandoned.discard(call_id)
+                continue
             self._replies[call_id] = (ok, value)
             got = True
         return got
