@@ -104,14 +104,19 @@ def _missing(path, what):
     return False
 
 
-def compile_program(args):
-    """The compiled Program, or None after printing why not (file missing, P4 error)."""
-    if _missing(args.program, "P4 program"):
-        return None
+def _defines(args):
+    """-D options as a dict, or None after printing which one is malformed."""
     try:
-        defines = parse_defines(args.define)
+        return parse_defines(args.define)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def compile_program(args):
+    """The compiled Program, or None after printing why not (file missing, P4 error)."""
+    defines = None if _missing(args.program, "P4 program") else _defines(args)
+    if defines is None:
         return None
     from testbed.p4engine import P4Error, compile_file
     try:
@@ -136,12 +141,9 @@ def run_check(args):
     program = compile_program(args)
     if program is None or _p4info(program) is None:
         return 1
-    compiled = getattr(program, "compiled", None)
-    if compiled is not None:
-        print(f"{args.program}: ok ({len(compiled.tables)} tables, {len(compiled.actions)} actions, "
-              f"{len(compiled.externs)} extern instances)")
-    else:
-        print(f"{args.program}: ok")
+    compiled = program.compiled
+    print(f"{args.program}: ok ({len(compiled.tables)} tables, {len(compiled.actions)} actions, "
+          f"{len(compiled.externs)} extern instances)")
     return 0
 
 
@@ -173,10 +175,8 @@ def run_test(args):
     from testbed.p4engine.stf import run_stf
     if _missing(args.program, "P4 program") or _missing(args.stf, "STF file"):
         return 1
-    try:
-        defines = parse_defines(args.define)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    defines = _defines(args)
+    if defines is None:
         return 1
     log = (lambda line: print(line, file=sys.stdout)) if args.verbose else None
     return run_stf(args.program, args.stf, include_dirs=args.include, defines=defines, log=log)
