@@ -1,0 +1,112 @@
+"""The figures a lab reads from one phase's summary.json (schema: testbed/net/summary.py),
+and the rank placements the labs share. Pure functions: testable on synthetic summaries.
+"""
+import random
+
+
+def _role(node):
+    for role in ("leaf", "spine", "agg"):
+        if role in node:
+            return role
+    return "host"
+
+
+def uplinks(summary):
+    """The leaf -> spine link directions, each with its tx_bytes and utilization."""
+    return [l for l in summary["links"] if _role(l["from"]) == "leaf" and _role(l["to"]) == "spine"]
+
+
+def load_ratio(links, key="tx_bytes"):
+    """max/mean of `key` over `links` (1.0 = perfectly even); None when nothing was carried."""
+    values = [l[key] or 0 for l in links]
+    if not values or not sum(values):
+        return None
+    return max(values) / (sum(values) / len(values))
+
+
+def max_fabric_utilization(summary):
+    """The busiest switch-to-switch link direction's utilization (0..1) over the traffic time."""
+    fabric = [l["utilization"] for l in summary["links"]
+              if _role(l["from"]) != "host" and _role(l["to"]) != "host" and l["utilization"] is not None]
+    return max(fabric, default=0.0)
+
+
+def busbw_mbps(summary):
+    c = summary["collective"]
+    return c["busbw_gbps"] * 1000 if c["busbw_gbps"] else None
+
+
+def host_total(summary, key):
+    return sum(h.get(key, 0) for h in summary["hosts"])
+
+
+def queue_figures(summary):
+    """Peak queue depth (packets), PFC frames the switches sent, time queues spent paused
+    (ms, summed over queues), tail drops: the incast lab's columns."""
+    q = summary["queues"]
+    return {"peak_queue_pkts": max((r["max_depth"] for r in q), default=0),
+            "pfc_frames": sum(r["pfc_tx"] for r in q),
+            "paused_ms": round(sum(r["paused_us"] for r in q) / 1000, 1),
+            "drops": sum(r["drops"] for r in q),
+            "host_pfc_rx": host_total(summary, "pfc_rx")}
+
+
+def round_or_none(value, digits=3):
+    return None if value is None else round(value, digits)
+
+
+# --- placements -------------------------------------------------------------------------
+
+def by_leaf(ranks):
+    groups = {}
+    for r in ranks:
+        groups.setdefault(r["leaf"], []).append(r)
+    return [groups[leaf] for leaf in sorted(groups, key=lambda n: (len(n), n))]
+
+
+def interleaved(ranks, seed=0):
+    """The job's ranks reordered so that ring neighbours sit on different leaves (every ring
+    hop crosses the spines), hosts within a leaf shuffled by `seed`: the same traffic
+    matrix with different 5-tuples (QP numbers follow ranks, UDP ports follow QPs)."""
+    rng = random.Random(seed)
+    groups = [list(g) for g in by_leaf(ranks)]
+    for g in groups:
+        rng.shuffle(g)
+    out = []
+    while any(groups):
+        for g in groups:
+            if g:
+                out.append(g.pop(0))
+    return out
+
+
+def expected_max_mean(flows_per_leaf, uplinks_per_leaf, leaves, trials=20000, seed=1):
+    """What uniform random hashing predicts for max/mean uplink load when each of `leaves`
+    leaves hashes `flows_per_leaf` equal flows onto `uplinks_per_leaf` uplinks (balls into
+    bins, averaged over `trials`; seeded, so the same every time)."""
+    rng = random.Random(seed)
+    total_bins = leaves * uplinks_per_leaf
+    mean = leaves * flows_per_leaf / total_bins
+    acc = 0.0
+    for _ in range(trials):
+        worst = 0
+        for _leaf in range(leaves):
+            bins = [0] * uplinks_per_leaf
+            for _flow in range(flows_per_leaf):
+                bins[rng.randrange(uplinks_per_leaf)] += 1
+            worst = max(worst, max(bins))
+        acc += worst / mean
+    return acc / trials
+
+
+def ring_job(clos, size, seed=0, qps=1, name=None):
+    """Ring AllReduce on every host, ring neighbours on different leaves (see interleaved)."""
+    from testbed.net.experiment import job_for
+    job = job_for(clos, "ring_allreduce", [size], qps_per_connection=qps, name=name)
+    job["ranks"] = interleaved(job["ranks"], seed)
+    return job
+
+
+# The Clos the ring labs share: each leaf's 4 hosts send 4 ring flows up over 4 uplinks
+# that run at the host rate (1:1), so where the hash puts them decides the collective's speed.
+RING_SHAPE = dict(spines=4, leaves=2, hosts_per_leaf=4, link_rate_mbps=10.0, oversubscription=1.0)
