@@ -38,7 +38,7 @@ class EcmpCollisions(Lab):
         return {"uplink_max_mean": metrics.round_or_none(metrics.load_ratio(up)),
                 "busiest_uplink_kb": round(biggest / 1024, 1),
                 "idle_uplinks": sum(1 for l in up if l["tx_bytes"] < 0.1 * biggest),
-                "uplink_bytes": {f"{l['from']}:{l['from_port']}->{l['to']}": l["tx_bytes"] for l in up},
+                "uplink_bytes": metrics.uplink_bytes(summary),
                 "busbw_mbps": metrics.round_or_none(metrics.busbw_mbps(summary))}
 
     def notes(self, clos, rows):

@@ -16,6 +16,11 @@ def uplinks(summary):
     return [l for l in summary["links"] if _role(l["from"]) == "leaf" and _role(l["to"]) == "spine"]
 
 
+def uplink_bytes(summary):
+    """{"leaf1:5->spine1": bytes}: what each uplink carried (the labs' per-link plots)."""
+    return {f"{l['from']}:{l['from_port']}->{l['to']}": l["tx_bytes"] for l in uplinks(summary)}
+
+
 def load_ratio(links, key="tx_bytes"):
     """max/mean of `key` over `links` (1.0 = perfectly even); None when nothing was carried."""
     values = [l[key] or 0 for l in links]

@@ -74,6 +74,7 @@ class TrafficEngineering(Lab):
         return {**facts,
                 "max_link_util": metrics.round_or_none(metrics.max_fabric_utilization(summary), 4),
                 "uplink_max_mean": metrics.round_or_none(metrics.load_ratio(metrics.uplinks(summary))),
+                "uplink_bytes": metrics.uplink_bytes(summary),
                 "busbw_mbps": metrics.round_or_none(metrics.busbw_mbps(summary))}
 
     def conclusion(self, rows, notes):

@@ -1,0 +1,100 @@
+"""Lab flowlet: flowlet switching, and the out-of-order packets it costs vs the flowlet gap.
+
+With flowlet hashing a flow may move to another uplink after an idle gap longer than the
+configured flowlet gap. If the gap is shorter than the difference in delay between paths
+(at most about half an RTT), the packets after the switch overtake those still queued on
+the old path and arrive out of sequence: the receiver's OOS counter (Meta's metric) goes
+up and go-back-N resends follow. The lab runs the ring AllReduce of the ecmp lab with
+flowlet hashing and a sweep of gaps, and states the fabric's base RTT; the figure is the
+OOS count per gap.
+"""
+from testbed.labs import metrics
+from testbed.labs.base import Column, Lab, Phase, pyplot
+
+# RoCEv2 WRITE frame overhead on top of the payload: Ethernet 14, IPv4 20, UDP 8, BTH 12,
+# RETH 16, ICRC 4; an ACK is Ethernet/IPv4/UDP/BTH/AETH/ICRC.
+DATA_OVERHEAD = 14 + 20 + 8 + 12 + 16 + 4
+ACK_BYTES = 14 + 20 + 8 + 12 + 4 + 4
+CROSS_LEAF_LINKS = 4  # host -> leaf -> spine -> leaf -> host
+
+
+def base_rtt_us(link_rate_mbps, uplink_rate_mbps, mtu, delay_us=0.0):
+    """Unloaded RTT of a cross-leaf data packet and its ACK: serialization on each of the
+    four links both ways plus propagation (no queueing)."""
+    rates = [link_rate_mbps, uplink_rate_mbps, uplink_rate_mbps, link_rate_mbps]
+    data = sum((mtu + DATA_OVERHEAD) * 8 / r for r in rates)
+    ack = sum(ACK_BYTES * 8 / r for r in rates)
+    return data + ack + 2 * CROSS_LEAF_LINKS * delay_us
+
+
+class Flowlets(Lab):
+    name = "flowlet"
+    title = "flowlet switching: out-of-order packets vs the flowlet gap"
+    finding = ("flowlet switching rebalances at idle gaps; a gap shorter than the path delay difference "
+               "reorders packets (receiver OOS counter), and OOS falls as the gap grows toward half an RTT")
+    columns = [Column("gap_us", "flowlet gap (us)"), Column("gap_of_rtt", "gap / RTT", "{:.2f}"),
+               Column("oos", "OOS packets"), Column("retransmits", "resent"),
+               Column("uplink_max_mean", "uplink max/mean", "{:.2f}"),
+               Column("busbw_mbps", "busbw (Mb/s)", "{:.2f}")]
+
+    def shape(self, quick):
+        return dict(metrics.RING_SHAPE)
+
+    def gaps(self, quick):
+        return [200, 5000] if quick else [100, 500, 1000, 2000, 5000, 20000]
+
+    def phases(self, clos, quick):
+        from testbed.net.experiment import FabricSettings
+        size = (256 if quick else 512) * 1024
+        job = metrics.ring_job(clos, size, seed=0, name="ring-flowlet")
+        rtt = self._rtt(clos, job)
+        return [Phase(f"gap{gap}us", FabricSettings(hash="flowlet", flowlet_gap_us=gap), job,
+                      label={"gap_us": gap, "gap_of_rtt": round(gap / rtt, 3), "mtu": job["nic"]["mtu"]})
+                for gap in self.gaps(quick)]
+
+    def _rtt(self, clos, job):
+        return base_rtt_us(clos.spec.link_rate_mbps, clos.spec.uplink_rate_mbps, job["nic"]["mtu"],
+                           self.port_defaults.get("delay_us", 0.0))
+
+    def row(self, phase, summary, facts):
+        return {"oos": metrics.host_total(summary, "oos"),
+                "retransmits": metrics.host_total(summary, "retransmits"),
+                "uplink_max_mean": metrics.round_or_none(metrics.load_ratio(metrics.uplinks(summary))),
+                "busbw_mbps": metrics.round_or_none(metrics.busbw_mbps(summary))}
+
+    def notes(self, clos, rows):
+        mtu = rows[0]["mtu"] if rows else 1024
+        rtt = base_rtt_us(clos.spec.link_rate_mbps, clos.spec.uplink_rate_mbps, mtu, self.port_defaults.get("delay_us", 0.0))
+        spacing = (mtu + DATA_OVERHEAD) * 8 / clos.spec.link_rate_mbps
+        return {"base RTT": f"{rtt:.0f} us unloaded (half RTT {rtt / 2:.0f} us); queueing adds to it",
+                "packet spacing": f"{spacing:.0f} us between a flow's packets at line rate: a gap below it "
+                                  "makes every packet a new flowlet",
+                "rtt_us": round(rtt, 1), "packet_spacing_us": round(spacing, 1)}
+
+    def conclusion(self, rows, notes):
+        done = [r for r in rows if r["status"] == "ok"]
+        if len(done) < 2:
+            return "no comparison: phases did not complete"
+        return "OOS by gap: " + ", ".join(f"{r['gap_us']} us: {r['oos']}" for r in done) + \
+            f" (half RTT {notes['rtt_us'] / 2:.0f} us)"
+
+    def plot(self, lab, path):
+        rows = [r for r in lab["phases"] if r.get("oos") is not None]
+        if not rows:
+            return None
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        ax.plot([r["gap_us"] for r in rows], [r["oos"] for r in rows], "o-", color="tab:blue", label="OOS packets")
+        ax.axvline(lab["notes"]["rtt_us"] / 2, color="tab:red", linestyle="--", label="half base RTT")
+        ax.set_xscale("log")
+        ax.set_xlabel("flowlet gap (us)")
+        ax.set_ylabel("out-of-sequence packets (all receivers)")
+        ax.set_title("flowlet gap vs reordering", fontsize=10)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path.name
+
+
+LAB = Flowlets()

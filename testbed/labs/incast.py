@@ -1,0 +1,86 @@
+"""Lab incast: N:1 incast with PFC only vs with receiver-driven CTS admission.
+
+Sixteen ranks write to one receiver at once (nccl-tests' gather; --quick: eight). With PFC
+only, every sender starts at line rate, the receiver's leaf port queue fills to the XOFF
+threshold and the fabric pauses upstream ports over and over (PFC storms spread the
+congestion back to the senders). With CTS, the receiver grants credit to a few senders at
+a time, so the queue in front of it stays short and hardly anything is paused. Same
+bytes, same fabric; the figures are the peak queue depth (packets), PFC frames the
+switches sent, time queues spent paused, drops, and how long the incast took.
+"""
+from testbed.labs import metrics
+from testbed.labs.base import Column, Lab, Phase, pyplot
+
+PER_SENDER_BYTES = 64 * 1024
+
+
+class Incast(Lab):
+    name = "incast"
+    title = "N:1 incast: PFC only vs receiver-driven CTS admission"
+    finding = ("under incast, PFC alone lets queues fill and pauses spread upstream; Meta's receiver-driven "
+               "CTS admission keeps the queue at the receiver bounded with few or no PFC pauses")
+    columns = [Column("incast", "incast"), Column("cts", "CTS"),
+               Column("receiver_queue_pkts", "receiver port peak (pkts)"),
+               Column("peak_queue_pkts", "any port peak (pkts)"), Column("pfc_frames", "PFC frames"),
+               Column("paused_ms", "paused (ms)", "{:.1f}"), Column("drops", "drops"),
+               Column("time_ms", "time (ms)", "{:.0f}")]
+
+    def shape(self, quick):
+        # One spine: half the senders share the receiver's leaf, half come through the spine.
+        return dict(spines=1, leaves=2, hosts_per_leaf=5 if quick else 9, link_rate_mbps=10.0, oversubscription=1.0)
+
+    def phases(self, clos, quick):
+        from testbed.net.experiment import FabricSettings, job_for
+        n = 9 if quick else 17
+        out = []
+        for cts in (False, True):
+            job = job_for(clos, "incast", [n * PER_SENDER_BYTES], nranks=n, cts=cts,
+                          name=f"incast-{'cts' if cts else 'pfc-only'}")
+            receiver = clos.hosts[job["ranks"][0]["host"]].nics[0]
+            out.append(Phase("pfc+cts" if cts else "pfc-only", FabricSettings(hash="5tuple", pfc=True), job,
+                             label={"incast": f"{n - 1}:1", "cts": "on" if cts else "off",
+                                    "receiver_switch": receiver.leaf, "receiver_port": receiver.leaf_port}))
+        return out
+
+    def row(self, phase, summary, facts):
+        root = (phase.label["receiver_switch"], phase.label["receiver_port"])
+        receiver = [q for q in summary["queues"] if (q["switch"], q["port"]) == root]
+        return {**metrics.queue_figures(summary),
+                "receiver_queue_pkts": max((q["max_depth"] for q in receiver), default=0),
+                "time_ms": metrics.round_or_none(summary["collective"]["time_us"] and
+                                                 summary["collective"]["time_us"] / 1000, 1),
+                "retransmits": metrics.host_total(summary, "retransmits")}
+
+    def notes(self, clos, rows):
+        r = rows[0] if rows else {}
+        return {"receiver": f"rank 0 behind {r.get('receiver_switch')} port {r.get('receiver_port')}",
+                "queue limit": "64 packets per priority queue on every port"}
+
+    def conclusion(self, rows, notes):
+        if len(rows) < 2:
+            return ""
+        off, on = rows
+        return (f"without CTS the receiver's queue peaks at {off['receiver_queue_pkts']} packets with "
+                f"{off['pfc_frames']} PFC frames ({off['paused_ms']:.0f} ms paused); with CTS "
+                f"{on['receiver_queue_pkts']} packets, {on['pfc_frames']} PFC frames ({on['paused_ms']:.0f} ms)")
+
+    def plot(self, lab, path):
+        rows = lab["phases"]
+        if not rows:
+            return None
+        plt = pyplot()
+        keys = [("receiver_queue_pkts", "receiver queue peak (pkts)"), ("pfc_frames", "PFC frames sent"),
+                ("paused_ms", "paused (ms)")]
+        fig, axes = plt.subplots(1, len(keys), figsize=(9, 3.2))
+        for ax, (key, label) in zip(axes, keys):
+            ax.bar([r["phase"] for r in rows], [r.get(key) or 0 for r in rows], color=["tab:red", "tab:green"])
+            ax.set_title(label, fontsize=9)
+            ax.tick_params(labelsize=8)
+        fig.suptitle(f"{rows[0]['incast']} incast: PFC only vs CTS admission", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path.name
+
+
+LAB = Incast()

@@ -1,0 +1,226 @@
+"""The guided labs: `rocelab lab` rejects bad requests cleanly, every lab builds its table,
+lab.json and plot from phase summaries (synthetic ones here), and one quick lab runs for
+real on the smallest Clos and leaves nothing behind.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from testbed.labs import cli, metrics
+from testbed.labs.base import SCHEMA, build_clos, run_lab
+
+ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SMALLEST = dict(spines=2, leaves=2, hosts_per_leaf=2, link_rate_mbps=10.0, oversubscription=1.0)
+
+
+def _rocelab(*args):
+    return subprocess.run([ROCELAB, "lab", *args], capture_output=True, text=True, timeout=60)
+
+
+# --- arguments --------------------------------------------------------------------------
+
+def test_list_names_every_lab():
+    done = _rocelab("list")
+    assert done.returncode == 0
+    for lab in ("ecmp", "qpscaling", "te", "incast", "flowlet"):
+        assert lab in done.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nosuch"], "invalid choice: 'nosuch'"),
+    (["ecmp", "--name-prefix", "much-too-long"], "--name-prefix 'much-too-long' must be 1-7 letters or digits"),
+    (["incast", "--grpc-base-port", "70000"], "--grpc-base-port 70000 out of range"),
+    (["te", "--target", "kernel"], "invalid choice: 'kernel'"),
+])
+def test_bad_requests_are_one_line_errors(args, message):
+    done = _rocelab(*args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+# --- synthetic summaries -> rows, lab.json, table, plot --------------------------------
+
+def _summary(clos, uplink_bytes, oos=0, busbw_gbps=0.005, queues=(), status="ok"):
+    """A summary.json as testbed/net/summary.py writes it, with chosen uplink loads."""
+    links = []
+    for sw in clos.switches.values():
+        for port in sw.ports.values():
+            tx = uplink_bytes.get((sw.name, port.number), 0) if sw.role == "leaf" and port.kind == "uplink" else 10
+            links.append({"from": sw.name, "from_port": port.number, "to": port.peer, "to_port": port.peer_port,
+                          "tx_packets": tx // 1000, "tx_bytes": tx, "rate_mbps": port.rate_mbps,
+                          "utilization": tx * 8 / 1e6 / port.rate_mbps})
+    hosts = [{"name": h, "rank": i, "status": status, "oos": oos, "retransmits": oos, "pfc_rx": 0, "pfc_tx": 0}
+             for i, h in enumerate(clos.hosts)]
+    return {"links": links, "queues": list(queues), "hosts": hosts, "scale": clos.scale, "errors": [],
+            "collective": {"status": status, "busbw_gbps": busbw_gbps if status == "ok" else None,
+                           "busbw_of_line_rate": busbw_gbps * 100 if status == "ok" else None,
+                           "time_us": 800000.0 if status == "ok" else None}}
+
+
+def _uplinks(clos, loads):
+    """{(leaf, uplink port): bytes} from a list of per-uplink loads, leaf by leaf."""
+    ports = [(leaf.name, p.number) for leaf in clos.leaves for p in sorted(leaf.ports.values(), key=lambda p: p.number)
+             if p.kind == "uplink"]
+    return dict(zip(ports, loads))
+
+
+def _lab_from(lab, clos, summaries, facts=None):
+    rows = []
+    for phase, summary in zip(lab.phases(clos, True), summaries):
+        rows.append({"phase": phase.name, "dir": phase.name, **phase.label,
+                     **lab.row(phase, summary, facts or {}), "attempts": 1,
+                     "status": summary["collective"]["status"]})
+    return lab.build(clos, rows, True, "engine", clos.scale, [])
+
+
+def test_ecmp_lab_reports_uplink_imbalance(tmp_path):
+    lab = cli.load("ecmp")
+    clos = build_clos(lab, True)
+    even = _summary(clos, _uplinks(clos, [100_000] * 8))
+    collided = _summary(clos, _uplinks(clos, [200_000, 0, 100_000, 100_000, 300_000, 0, 0, 100_000]))
+    result = _lab_from(lab, clos, [even, collided])
+    assert result["schema"] == SCHEMA and result["lab"] == "ecmp"
+    assert [r["uplink_max_mean"] for r in result["phases"]] == [1.0, 3.0]
+    assert [r["idle_uplinks"] for r in result["phases"]] == [0, 3]
+    assert 1.5 < result["notes"]["expected_max_mean"] < 3.0     # 4 flows into 4 bins, 2 leaves
+    table = lab.table(result)
+    assert "uplink max/mean" in table and "3.00" in table and "1.00..3.00" in table
+    assert lab.plot(result, tmp_path / "lab.png") == "lab.png"
+    assert (tmp_path / "lab.png").read_bytes()[:8] == PNG_MAGIC
+    json.dumps(result)  # lab.json is plain JSON
+
+
+def test_qpscaling_gain_is_relative_to_the_5tuple_baseline():
+    lab = cli.load("qpscaling")
+    clos = build_clos(lab, True)
+    phases = lab.phases(clos, True)
+    assert [(p.settings.hash, p.job["qps_per_connection"]) for p in phases] == [("5tuple", 1), ("qpn", 4)]
+    result = _lab_from(lab, clos, [_summary(clos, {}, busbw_gbps=0.005), _summary(clos, {}, busbw_gbps=0.007)])
+    assert [r["gain"] for r in result["phases"]] == [0.0, 0.4]
+    assert "+40% over 5-tuple with 1 QP" in result["conclusion"]
+
+
+def test_te_lab_installs_one_override_per_cross_leaf_demand():
+    lab = cli.load("te")
+    clos = build_clos(lab, True)
+    ecmp, te = lab.phases(clos, True)
+    assert ecmp.job == te.job and te.before is not None
+    from testbed.labs.te import ring_demands
+    demands = ring_demands(clos, te.job)
+    assert len(demands) == len(clos.hosts)   # interleaved ring: every hop crosses the spines
+
+    class FakeController:
+        def __init__(self):
+            self.added = []
+
+        def add_te_override(self, *entry):
+            self.added.append(entry)
+
+    class FakeExperiment:
+        fabric = type("F", (), {"controller": FakeController()})()
+        log = staticmethod(lambda *_: None)
+
+    exp = FakeExperiment()
+    facts = te.before(exp)
+    added = exp.fabric.controller.added
+    assert facts["overrides"] == len(added) == len(demands) and facts["predicted_max_util"] == 1.0
+    # CSPF gives each leaf's four flows four different uplinks
+    for leaf in clos.leaves:
+        assert sorted(e[3] for e in added if e[0] == leaf.name) == sorted(
+            p.number for p in leaf.ports.values() if p.kind == "uplink")
+    result = _lab_from(lab, clos, [_summary(clos, _uplinks(clos, [2, 0, 1, 1, 1, 1, 2, 0])),
+                                   _summary(clos, _uplinks(clos, [1] * 8))], facts)
+    assert [r["uplink_max_mean"] for r in result["phases"]] == [2.0, 1.0]
+    assert "TE with 8 overrides: uplink max/mean 2.00 -> 1.00" in result["conclusion"]
+
+
+def test_incast_lab_reads_the_receiver_port_queue(tmp_path):
+    lab = cli.load("incast")
+    clos = build_clos(lab, True)
+    off, on = lab.phases(clos, True)
+    assert off.job["cts"]["enabled"] is False and on.job["cts"]["enabled"] is True
+    assert len(off.job["ranks"]) == 9 and off.label["incast"] == "8:1"
+    leaf, port = off.label["receiver_switch"], off.label["receiver_port"]
+
+    def queue(sw, p, depth, pfc, paused):
+        return {"switch": sw, "port": p, "priority": 3, "drops": 0, "max_depth": depth, "ecn_marked": 0,
+                "pfc_tx": pfc, "pfc_rx": 0, "paused_us": paused, "tx_packets": 100}
+
+    result = _lab_from(lab, clos, [
+        _summary(clos, {}, queues=[queue(leaf, port, 60, 40, 900_000), queue("spine1", 1, 63, 0, 0)]),
+        _summary(clos, {}, queues=[queue(leaf, port, 7, 0, 0)])])
+    off_row, on_row = result["phases"]
+    assert (off_row["receiver_queue_pkts"], off_row["peak_queue_pkts"], off_row["pfc_frames"]) == (60, 63, 40)
+    assert off_row["paused_ms"] == 900.0
+    assert (on_row["receiver_queue_pkts"], on_row["pfc_frames"]) == (7, 0)
+    assert "peaks at 60 packets with 40 PFC frames" in result["conclusion"]
+    assert lab.plot(result, tmp_path / "lab.png") == "lab.png"
+
+
+def test_flowlet_lab_states_the_rtt_and_sweeps_gaps(tmp_path):
+    from testbed.labs.flowlet import base_rtt_us
+    lab = cli.load("flowlet")
+    clos = build_clos(lab, True)
+    phases = lab.phases(clos, True)
+    assert [p.settings.flowlet_gap_us for p in phases] == [200, 5000]
+    assert all(p.settings.hash == "flowlet" for p in phases)
+    # four links of 10 Mb/s: 1098-byte frames 878 us each, 62-byte ACKs 50 us each
+    assert base_rtt_us(10, 10, 1024) == pytest.approx(4 * 878.4 + 4 * 49.6)
+    result = _lab_from(lab, clos, [_summary(clos, {}, oos=30), _summary(clos, {}, oos=1)])
+    assert [r["oos"] for r in result["phases"]] == [30 * 8, 8]
+    assert result["notes"]["rtt_us"] == pytest.approx(3712.0)
+    assert "half RTT 1856 us" in lab.table(result)
+    assert lab.plot(result, tmp_path / "lab.png") == "lab.png"
+
+
+def test_failed_phase_shows_as_failed_not_as_a_figure():
+    lab = cli.load("qpscaling")
+    clos = build_clos(lab, True)
+    result = _lab_from(lab, clos, [_summary(clos, {}), _summary(clos, {}, status="failed")])
+    assert result["phases"][1]["status"] == "failed" and result["phases"][1]["gain"] is None
+    assert result["phases"][1]["busbw_mbps"] is None
+    assert "failed" in lab.table(result)
+
+
+def test_interleaved_ring_crosses_leaves_at_every_hop():
+    ranks = [{"host": f"h{i}", "leaf": f"leaf{1 + (i - 1) // 4}"} for i in range(1, 9)]
+    for seed in range(3):
+        ring = metrics.interleaved(ranks, seed)
+        assert sorted(r["host"] for r in ring) == sorted(r["host"] for r in ranks)
+        assert all(ring[i]["leaf"] != ring[(i + 1) % 8]["leaf"] for i in range(8))
+    assert metrics.interleaved(ranks, 0) != metrics.interleaved(ranks, 1)
+
+
+# --- one real lab on the smallest Clos ---------------------------------------------------
+
+@pytest.mark.mininet
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces and veths")
+def test_quick_ecmp_lab_runs_for_real_and_cleans_up(tmp_path):
+    from test_net_boot import _engine_available, _our_interfaces
+    missing = _engine_available()
+    if missing:
+        pytest.skip(f"engine switch not available: {', '.join(missing)}")
+    prefix = f"lb{os.getpid() % 100000}"
+    grpc_base = 31000 + (os.getpid() % 1000) * 20
+    state = tmp_path / "state"
+    out = tmp_path / "lab"
+    result = run_lab(cli.load("ecmp"), out, quick=True, name_prefix=prefix, grpc_base_port=grpc_base,
+                     state_dir=state, shape=SMALLEST, pcap=False, log=lambda *_: None)
+
+    on_disk = json.loads((out / "lab.json").read_text())
+    assert on_disk == json.loads(json.dumps(result))
+    assert on_disk["schema"] == SCHEMA and on_disk["topology"]["spines"] == 2
+    assert [r["phase"] for r in on_disk["phases"]] == ["placement0", "placement1"]
+    for row in on_disk["phases"]:
+        assert row["status"] == "ok", on_disk["errors"]
+        assert row["uplink_max_mean"] >= 1.0          # max over mean can never be below 1
+        assert len(row["uplink_bytes"]) == 4 and sum(row["uplink_bytes"].values()) > 0
+        assert (out / row["dir"] / "summary.json").is_file()
+    assert (out / "lab.png").read_bytes()[:8] == PNG_MAGIC
+    # nothing left: interfaces, ledgers (which list every process and namespace it made)
+    assert _our_interfaces(prefix) == []
+    assert list(state.glob("*.json")) == []
