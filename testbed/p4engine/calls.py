@@ -4,6 +4,7 @@ direct action calls, P4 functions and sub-control applies -- typed and translate
 These are methods of compiler.Compiler (bound in its class body); they emit statements into
 ctx.em and return a Val for calls that have a value (None otherwise).
 """
+from . import codegen
 from . import p4types as T
 from .codegen import slot_add
 from .compiler import (H_CLONE, H_CLONE_FL, H_DIGEST, H_NOW, H_OUT, H_PKT, H_POFF, H_RECIRC, H_RESUB,
@@ -214,6 +215,52 @@ def unpack_tuple(self, t, var):
     return "(" + ", ".join(parts) + ",)"
 
 
+def _struct_name(self, t):
+    """The generated code's struct.Struct for header type `t` (bound per pipeline)."""
+    fmt = codegen.struct_format(codegen.header_chunks([ft.width for _, ft in t.fields]))
+    name = "ST_" + fmt[1:]
+    self.ns[name] = ("struct", fmt)
+    return name
+
+
+def _struct_unpack(self, t, ctx, var):
+    """Unpack header `t` at P[o:] (bounds already checked); returns the (valid, field...) tuple code.
+
+    `var` is a fresh temporary whose name prefixes the struct items' variables."""
+    em = ctx.em
+    chunks = codegen.header_chunks([ft.width for _, ft in t.fields])
+    item_vars, values = [], []
+    for c, (nbytes, _) in enumerate(chunks):
+        parts, rest = [], nbytes
+        for k, (code, size) in enumerate(codegen.chunk_items(nbytes)):
+            item = f"{var}_{c}_{k}"
+            item_vars.append(item)
+            rest -= size
+            item = f"int.from_bytes({item}, 'big')" if code.endswith("s") else item
+            parts.append(f"{item} << {rest * 8}" if rest else item)
+        values.append(" | ".join(parts) or "0")
+    if item_vars:
+        em.line(f"{', '.join(item_vars)}, = {_struct_name(self, t)}.unpack_from(P, o)")
+    out = ["1"]
+    for (nbytes, fields), value in zip(chunks, values):
+        if len(fields) > 1 and " " in value:       # a glued chunk read by several fields
+            em.line(f"{var} = {value}")
+            value = var
+        shift = nbytes * 8
+        for i in fields:
+            ft = t.fields[i][1]
+            shift -= ft.width
+            code = f"({value}) >> {shift}" if shift else value
+            if shift + ft.width < nbytes * 8:
+                code = f"({code}) & {ft.mask}"
+            if ft.width == 0:
+                code = "0"
+            elif ft.signed:
+                code = self.wrap_code(code, ft)
+            out.append(f"({code})" if " " in code else code)
+    return "(" + ", ".join(out) + ",)"
+
+
 def extract_code(self, target, ctx, loc, stack=False):
     em = ctx.em
     t = target.type
@@ -232,8 +279,7 @@ def extract_code(self, target, ctx, loc, stack=False):
     val = ctx.temp()
     em.line(f"{end} = o + {nbytes}")
     em.line(f"if {end} > len(P): raise ParserError({too_short}, o)")
-    em.line(f"{val} = int.from_bytes(P[o:{end}], 'big')")
-    em.line(f"S[{base}:{slot_add(base, t.slots())}] = {self.unpack_tuple(t, val)}")
+    em.line(f"S[{base}:{slot_add(base, t.slots())}] = {_struct_unpack(self, t, ctx, val)}")
     em.line(f"o = {end}")
     if stack:
         em.line(f"S[{target.slot}] = {idx} + 1")
@@ -246,16 +292,32 @@ def emit_code(self, v, ctx, loc):
     if v.kind != "agg":
         self.err(f"emit needs a header, header stack or struct, not {t}", loc)
     if isinstance(t, T.HeaderT):
-        parts = []
-        shift = t.bit_width
         offs = t.offsets()
-        for fname, ft in t.fields:
-            shift -= ft.width
-            f = f"S[{slot_add(v.slot, offs[fname])}]"
-            if ft.signed:
-                f = f"({f} & {ft.mask})"
-            parts.append(f"{f} << {shift}" if shift else f)
-        em.line(f"if S[{v.slot}]: S[{H_OUT}].append(({' | '.join(parts)}).to_bytes({t.bit_width // 8}, 'big'))")
+        items = []
+        for nbytes, fields in codegen.header_chunks([ft.width for _, ft in t.fields]):
+            parts, shift = [], nbytes * 8
+            for i in fields:
+                fname, ft = t.fields[i]
+                shift -= ft.width
+                if ft.width == 0:
+                    continue
+                f = f"S[{slot_add(v.slot, offs[fname])}]"
+                if ft.signed:
+                    f = f"({f} & {ft.mask})"
+                parts.append(f"{f} << {shift}" if shift else f)
+            value = " | ".join(parts)
+            rest = nbytes
+            for code, size in codegen.chunk_items(nbytes):
+                rest -= size
+                if code.endswith("s"):
+                    items.append(f"({value}).to_bytes({nbytes}, 'big')")
+                    continue
+                piece = f"({value}) >> {rest * 8}" if rest else f"({value})" if " " in value else value
+                if rest + size < nbytes:
+                    piece = f"({piece}) & {(1 << size * 8) - 1}"
+                items.append(piece)
+        if items:
+            em.line(f"if S[{v.slot}]: S[{H_OUT}].append({_struct_name(self, t)}.pack({', '.join(items)}))")
     elif isinstance(t, T.StackT):
         esz = t.elem.slots()
         for i in range(t.size):

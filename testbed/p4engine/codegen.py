@@ -57,6 +57,42 @@ def slot_ref(slot):
     return f"S[{slot}]"
 
 
+# ------------------------------------------------------------------ header layout
+# Extract and emit go through struct.Struct: one C call converts a header to small ints
+# (or back), much cheaper per packet than shifting one big int per field. Fields are grouped
+# into byte-aligned runs ("chunks"); a chunk of 1/2/4/8 bytes is one struct item, 3/5/6/7
+# bytes are two or three items glued with shifts, anything longer is a bytes item.
+_STRUCT_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
+_STRUCT_SPLITS = {3: (1, 2), 5: (1, 4), 6: (2, 4), 7: (1, 2, 4)}
+
+
+def header_chunks(widths):
+    """Byte-aligned runs of consecutive field widths: [(nbytes, [field index...])]."""
+    chunks, run, bits = [], [], 0
+    for i, w in enumerate(widths):
+        run.append(i)
+        bits += w
+        if bits and bits % 8 == 0:
+            chunks.append((bits // 8, run))
+            run, bits = [], 0
+    if run:      # trailing zero-width fields (a header's width is a whole number of bytes)
+        chunks.append((bits // 8, run))
+    return chunks
+
+
+def chunk_items(nbytes):
+    """The struct items of one chunk: [(format code, byte size)]."""
+    if nbytes in _STRUCT_CODES:
+        return [(_STRUCT_CODES[nbytes], nbytes)]
+    if nbytes in _STRUCT_SPLITS:
+        return [(_STRUCT_CODES[n], n) for n in _STRUCT_SPLITS[nbytes]]
+    return [(f"{nbytes}s", nbytes)] if nbytes else []
+
+
+def struct_format(chunks):
+    return ">" + "".join(code for nbytes, _ in chunks for code, _ in chunk_items(nbytes))
+
+
 # ------------------------------------------------------------------ runtime support
 # What the generated code calls besides tables and externs (bound into its globals).
 

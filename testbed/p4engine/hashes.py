@@ -56,27 +56,47 @@ def _reflect(value, nbits):
     return out
 
 
-class Crc:
-    """A table-driven CRC with the Rocksoft parameters BMv2's crc_custom uses."""
+def _reflected_crc(table, init, xor_out):
+    def compute(data):
+        rem = init
+        for byte in data:
+            rem = table[(rem ^ byte) & 0xFF] ^ (rem >> 8)
+        return rem ^ xor_out
+    return compute
 
-    __slots__ = ("width", "poly", "init", "xor_out", "refin", "refout", "_table", "_top", "_mask",
-                 "_reflected_table")
+
+def _direct_crc(table, init, xor_out, width, refin, refout):
+    mask, shift = (1 << width) - 1, width - 8
+    in_byte = [_reflect(b, 8) for b in range(256)] if refin else list(range(256))
+
+    def compute(data):
+        rem = init
+        for byte in data:
+            rem = table[(in_byte[byte] ^ (rem >> shift)) & 0xFF] ^ ((rem << 8) & mask)
+        if refout:
+            rem = _reflect(rem, width)
+        return rem ^ xor_out
+    return compute
+
+
+class Crc:
+    """A table-driven CRC with the Rocksoft parameters BMv2's crc_custom uses.
+
+    ``compute`` (also reachable by calling the object) is a closure over the
+    precomputed table and initial value: this runs twice per packet in a fabric
+    pipeline (selector and hash()), so nothing is looked up or reflected per call.
+    """
+
+    __slots__ = ("width", "poly", "init", "xor_out", "refin", "refout", "compute")
 
     def __init__(self, width, poly, init, xor_out, refin, refout):
         self.width, self.poly, self.init, self.xor_out = width, poly, init, xor_out
         self.refin, self.refout = refin, refout
-        self._mask = (1 << width) - 1
-        self._top = 1 << (width - 1)
-        self._table = []
-        for dividend in range(256):
-            rem = dividend << (width - 8)
-            for _ in range(8):
-                rem = ((rem << 1) ^ poly) if rem & self._top else (rem << 1)
-            self._table.append(rem & self._mask)
-        # When both directions are reflected the whole computation can run
-        # reflected (the classic LSB-first loop), which avoids a per-byte reflect.
-        self._reflected_table = None
+        mask = (1 << width) - 1
+        top = 1 << (width - 1)
         if refin and refout:
+            # Both directions reflected: run the whole computation reflected
+            # (the classic LSB-first loop), which avoids a per-byte reflect.
             rpoly = _reflect(poly, width)
             table = []
             for byte in range(256):
@@ -84,23 +104,18 @@ class Crc:
                 for _ in range(8):
                     rem = (rem >> 1) ^ rpoly if rem & 1 else rem >> 1
                 table.append(rem)
-            self._reflected_table = table
+            self.compute = _reflected_crc(table, _reflect(init, width), xor_out)
+            return
+        table = []
+        for dividend in range(256):
+            rem = dividend << (width - 8)
+            for _ in range(8):
+                rem = ((rem << 1) ^ poly) if rem & top else (rem << 1)
+            table.append(rem & mask)
+        self.compute = _direct_crc(table, init, xor_out, width, refin, refout)
 
     def __call__(self, data):
-        if self._reflected_table is not None:
-            table = self._reflected_table
-            rem = _reflect(self.init, self.width)
-            for byte in data:
-                rem = table[(rem ^ byte) & 0xFF] ^ (rem >> 8)
-            return rem ^ self.xor_out
-        table, mask, shift = self._table, self._mask, self.width - 8
-        rem = self.init
-        for byte in data:
-            idx = (_reflect(byte, 8) if self.refin else byte) ^ (rem >> shift)
-            rem = table[idx & 0xFF] ^ ((rem << 8) & mask)
-        if self.refout:
-            rem = _reflect(rem, self.width)
-        return rem ^ self.xor_out
+        return self.compute(data)
 
     def config(self):
         return dict(width=self.width, poly=self.poly, init=self.init, xor_out=self.xor_out,
@@ -134,23 +149,25 @@ def reset_custom_crcs():
         _custom[name] = Crc(*params)
 
 
-def crc16(data):
-    return _CRC16(data)
+crc16 = _CRC16.compute
 
 
 def crc32(data):
     return binascii.crc32(data) & 0xFFFFFFFF
 
 
-def crc_ccitt(data):
-    return _CRC_CCITT(data)
+crc_ccitt = _CRC_CCITT.compute
 
 
 # ---------------------------------------------------------------- sums and xors
 
 def csum16(data):
     """The Internet checksum of `data` (BMv2's csum16/cksum16)."""
-    return ~ones_complement_sum(data) & 0xFFFF
+    if len(data) & 1:
+        data = bytes(data) + b"\x00"
+    value = int.from_bytes(data, "big")
+    total = value % 0xFFFF               # see ones_complement_sum
+    return 0 if total == 0 and value else ~total & 0xFFFF
 
 
 def ones_complement_sum(data):

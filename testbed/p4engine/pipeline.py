@@ -13,7 +13,7 @@ computeChecksum and deparser (valid headers then the unparsed payload), recircul
 """
 import copy
 import random
-from collections import deque
+import struct
 
 from . import codegen, hashes
 from .compiler import (H_CLONE, H_CLONE_FL, H_DIGEST, H_NOW, H_OUT, H_PKT, H_POFF, H_RECIRC, H_RESUB,
@@ -111,6 +111,8 @@ class Pipeline:
         for k, v in c.namespace.items():
             if isinstance(v, tuple) and v[0] == "hash":
                 g[k] = hashes.algorithm(v[1])
+            elif isinstance(v, tuple) and v[0] == "struct":
+                g[k] = struct.Struct(v[1])
         exec(program.code, g)
         for info in c.tables.values():
             dname, acts = info.dispatch
@@ -363,12 +365,13 @@ class Pipeline:
     def process(self, port, data, now_us=0):
         """Ingress, then egress for every job until none remain (a traffic manager with no delay)."""
         sent = []
-        pending = deque(self.ingress(port, data, now_us))
-        budget = 4096
-        while pending and budget:
-            budget -= 1
-            job = pending.popleft()
-            tx, more = self.egress(job, now_us, now_us, 0, 0, 0)
-            sent.extend(tx)
-            pending.extend(more)
+        pending = self.ingress(port, data, now_us)     # FIFO: jobs are taken in list order
+        done = 0
+        while done < len(pending) and done < 4096:
+            tx, more = self.egress(pending[done], now_us, now_us, 0, 0, 0)
+            done += 1
+            if tx:
+                sent += tx
+            if more:
+                pending += more
         return sent

@@ -831,8 +831,13 @@ class ActionProfile:
         """The 32-bit hash BMv2 computes over the selector fields."""
         if self._hash is None:
             return 0
-        fields = [(v, k.width) for k, v in zip(selector_keys, selector_values or ()) if v is not None]
-        return self._hash(hashes.pack_fields(fields)) & 0xFFFFFFFF
+        acc = nbits = 0
+        for k, v in zip(selector_keys, selector_values or ()):
+            if v is not None:
+                acc = (acc << k.width) | v      # values arrive truncated to their widths
+                nbits += k.width
+        pad = -nbits % 8
+        return self._hash((acc << pad).to_bytes((nbits + pad) >> 3, "big")) & 0xFFFFFFFF
 
     def resolve(self, ref, selector_keys=(), selector_values=None):
         """The ActionCall an entry's MemberRef/GroupRef runs for this packet."""
