@@ -108,8 +108,9 @@ class Experiment:
 
     def __enter__(self):
         self.log(f"*** booting {len(self.clos.switches)} switches ({self.target}) and {len(self.clos.hosts)} hosts")
-        self.fabric.__enter__()
+        self.out.mkdir(parents=True, exist_ok=True)
         self.clos.save(self.out / "fabric.json")
+        self.fabric.__enter__()
         self.log(f"*** fabric up and programmed in {self.fabric.timings['boot_s']:.1f} s")
         return self
 
@@ -168,8 +169,6 @@ class Experiment:
                   "job": _job_config(job)}
         result = summary.build(name, self.target, config, self.clos, parse_job(job), reports, before, after, rows,
                                duration, started)
-        result["errors"] = [f"rank {r.get('rank')} ({r.get('host')}): {r.get('status')}: {r.get('error')}"
-                            for r in reports if r.get("status") != "ok"]
         result["plots"] = plots.all_plots(result, samples, out)
         with open(out / "queue_samples.json", "w") as f:
             json.dump(samples, f)
@@ -191,9 +190,10 @@ class Experiment:
                 "pfc": {str(p): asdict(c) for p, c in k.pfc.items()}, "pfc_pause_us": k.pfc_pause_us}
 
     def _port_config(self):
-        d = self.fabric.port_defaults
-        return {"queue_depth": d.get("queue_depth", 64), "delay_us": d.get("delay_us", 0.0),
-                "jitter_us": d.get("jitter_us", 0.0), "loss": d.get("loss", 0.0)}
+        from testbed.net.links import PortModel
+        model = PortModel(rate_mbps=0, **self.fabric.port_defaults).as_dict()
+        del model["rate_mbps"]  # per link: in "links" and "scale"
+        return model
 
     @staticmethod
     def _write(out, result):

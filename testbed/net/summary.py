@@ -35,7 +35,8 @@
                                              # PFC frames the port's MAC received, paused_us =
                                              # time that queue was paused
       "hosts": [{"name", "rank", "status", "tx_packets", "rx_packets", "oos", "cnp_tx", "cnp_rx",
-                 "retransmits", "pfc_rx", "pfc_tx", "ecn_ce_rx"}],   # from each rank's NIC
+                 "retransmits", "lat_timeouts", "pfc_rx", "pfc_tx", "ecn_ce_rx"}],
+                                             # from each rank's NIC (traffic/ report counters)
       "collective": {"pattern", "size_bytes", "time_us", "algbw_gbps", "busbw_gbps",
                      "algbw_GBps", "busbw_GBps", "busbw_of_line_rate", "ranks", "status",
                      "rows": [...]},         # time_us: the slowest rank's time (the collective
@@ -43,10 +44,15 @@
                                              # *_GBps in GB/s as nccl-tests prints; the first size
                                              # is summarised, every size is in "rows"
       "p4": {"drops": {switch: {reason: packets}}, "ecmp_members": {switch: [...]}},
-      "pcap_dir": "pcap", "plots": ["link_load.png", ...], "errors": ["..."]
+      "pcap_dir": "pcap", "pcaps": ["leaf1-eth1_in.pcap", ...],   # relative to summary.json
+      "plots": ["link_load.png", "queue_depth.png", "pfc_ecn.png"],  # those with something to draw
+      "errors": ["rank 2 (h3): timeout: ..."]                       # ranks that did not finish
     }
 
-Counters are deltas over the traffic phase (a snapshot before, one after).
+Counters are deltas over the traffic phase (a snapshot before, one after). Beside the
+summary: queue_samples.json ([t_s, switch, port, priority, depth] for every non-empty
+queue, sampled every 0.1 s), ranks/ (the job, each rank's report and log), and, for the
+run, fabric.json (the Clos plan) and logs/ (switch logs).
 """
 import time
 
@@ -85,7 +91,7 @@ def hosts(reports):
         c = r.get("counters", {})
         out.append({"name": r.get("host"), "rank": r.get("rank"), "status": r.get("status"),
                     **{k: c.get(k, 0) for k in ("tx_packets", "rx_packets", "oos", "cnp_tx", "cnp_rx",
-                                                 "retransmits", "pfc_rx", "pfc_tx")},
+                                                 "retransmits", "lat_timeouts", "pfc_rx", "pfc_tx")},
                     "ecn_ce_rx": c.get("ce_rx", 0)})
     return out
 
@@ -128,5 +134,7 @@ def build(name, target, config, clos, job, reports, before, after, queue_rows, d
         "hosts": hosts(reports),
         "collective": coll,
         "p4": p4_section(before, after),
-        "pcap_dir": None, "plots": [], "errors": [],
+        "pcap_dir": None, "plots": [],
+        "errors": [f"rank {r.get('rank')} ({r.get('host')}): {r.get('status')}: {r.get('error')}"
+                   for r in reports if r.get("status") != "ok"],
     }
