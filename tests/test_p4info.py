@@ -243,18 +243,22 @@ def test_bad_counter_unit_is_a_p4_error():
 
 
 def test_digests_and_controller_headers():
-    digest = NS(name="learn_t", type=None, fields=[("srcAddr", 48), ("port", 9)])
+    digest = NS(name="learn_t", type=object(), fields=[("srcAddr", 48), ("port", 9)])
+    listed = NS(name="digest_0", type=None, fields=[("field_0", 48), ("field_1", 9)])
     packet_in = HeaderT("packet_in_header_t", [("ingress_port", BitT(9)), ("pad", BitT(7))],
                         {"pad": [anno("hidden")]})
     packet_out = HeaderT("packet_out_header_t", [("egress_port", BitT(9)), ("mcast", BitT(7))],
                          {"egress_port": [anno("id", 2)]})
-    info = P.build_p4info(compiled(digests=[digest], headers=[("packet_in", packet_in, [anno("controller_header")]),
+    info = P.build_p4info(compiled(digests=[digest, listed], headers=[("packet_in", packet_in, [anno("controller_header")]),
                                                                ("packet_out", packet_out, [])]))
     d = info.digests[0]
     assert d.preamble.name == "learn_t" and d.preamble.id >> 24 == p4info_pb2.P4Ids.DIGEST
     assert d.type_spec.struct.name == "learn_t"
     members = info.type_info.structs["learn_t"].members
     assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [("srcAddr", 48), ("port", 9)]
+    t = info.digests[1].type_spec          # a list of fields with no type: a tuple, as p4c writes it
+    assert [m.bitstring.bit.bitwidth for m in t.tuple.members] == [48, 9]
+    assert "digest_0" not in info.type_info.structs
     headers = by_name(info.controller_packet_metadata)
     assert headers["packet_in"].preamble.id == (4 << 24) | (P.jenkins_hash("packet_in_header_t") & 0xFFFFFF)
     assert [(m.id, m.name, m.bitwidth) for m in headers["packet_in"].metadata] == [(1, "ingress_port", 9)]

@@ -400,6 +400,11 @@ class _Builder:
     def digest(self, p, d):
         msg = p.digests.add()
         self.preamble(msg, PREFIX.DIGEST, d.name)
+        if getattr(d, "type", None) is None:
+            # digest(r, {a, b}) of no named type: p4c describes the data as a tuple
+            for _, width in d.fields:
+                msg.type_spec.tuple.members.add().bitstring.bit.bitwidth = width
+            return
         msg.type_spec.struct.name = d.name
         struct = p.type_info.structs[d.name]
         for field, width in d.fields:
