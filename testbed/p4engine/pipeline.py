@@ -145,6 +145,7 @@ class Pipeline:
         self._sm = sm
         self._queueing_slots = tuple(sm[f] for f in ("enq_timestamp", "enq_qdepth", "deq_timedelta",
                                                      "deq_qdepth", "egress_global_timestamp"))
+        self._ingress_ts = sm["ingress_global_timestamp"]
         self._hdr_lo, n = c.hdr_region
         self._hdr_hi = self._hdr_lo + n
         self._field_lists = c.field_lists
@@ -193,19 +194,14 @@ class Pipeline:
         for i in slots:
             dst[i] = src[i]
 
-    def _parse_packet(self, S):
-        S[H_POFF] = self._parse(S, S[H_PKT])
-        try:
-            self._verify(S)
-        except codegen.ExitControl:
-            pass
-
     # ---------------------------------------------------------------- ingress
     def ingress(self, port, data, now_us):
-        S = self._fresh(data, now_us)
+        S = self.template[:]
+        S[H_PKT] = data
+        S[H_NOW] = now_us
         S[self._ingress_port] = port
         S[self._packet_length] = len(data)
-        S[self._sm["ingress_global_timestamp"]] = now_us & 0xFFFFFFFFFFFF
+        S[self._ingress_ts] = now_us & 0xFFFFFFFFFFFF
         if self.log:
             self.log(f"Processing packet received on port {port} ({len(data)} bytes)")
         return self._run_ingress(S, len(data), 0)
@@ -213,7 +209,11 @@ class Pipeline:
     def _run_ingress(self, S, ingress_len, passes):
         jobs = []
         while True:
-            self._parse_packet(S)
+            S[H_POFF] = self._parse(S, S[H_PKT])
+            try:
+                self._verify(S)
+            except codegen.ExitControl:
+                pass
             if self.log and S[self._parser_error]:
                 self.log(f"Parser error: {self._errors[S[self._parser_error]]}")
             try:
