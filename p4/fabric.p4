@@ -14,6 +14,15 @@
  *   egress    RED-style ECN marking from enq_qdepth; PFC XOFF/XON from queue depths;
  *             clones turned into 802.1Qbb frames out of the port traffic came in on
  *
+ * How a PFC frame gets out ahead of the data it pauses (a MAC inserts PFC frames ahead of
+ * its queues; v1model has no such path, and a clone is queued at priority 0, behind the
+ * very lossless traffic it should stop). Three passes, the same on BMv2 and the engine:
+ *   1. ingress or egress clones the packet to PFC_SESSION (the CPU port, whose queue holds
+ *      nothing else), carrying kind, priority and the port to pause in field list 1;
+ *   2. egress of that copy recirculates it; ingress of the recirculated copy sends it to
+ *      the port to pause at priority 7 (strict priority: served before any data queue);
+ *   3. egress there rewrites it into the 60-byte 802.1Qbb frame and counts it.
+ *
  * Runtime knobs (all P4Runtime-writable, see testbed/control/ for the controller):
  *   FabricIngress.ecmp_config       keyless table; its default action carries hash mode,
  *                                   QP-aware hashing, flowlet gap (us), flowlet choice
@@ -24,7 +33,7 @@
  *                                   packets, XOFF refresh interval (us)
  *   FabricEgress.pfc_port           per port: source MAC and pause quanta of PFC frames
  *   FabricEgress.ecn_config         per priority: Kmin/Kmax (packets), Pmax (x/65536)
- *   clone sessions PFC_SESSION_BASE + port: one replica to `port` (PFC frames)
+ *   clone session PFC_SESSION: one replica to CPU_PORT (the first hop of PFC frames)
  *
  * Port/priority counters and registers are indexed (port << 3) | priority.
  */
@@ -77,8 +86,10 @@ const bit<8>  PFC_CLONE_XON = 2;
 /* v1model instance_type values (BMv2 simple_switch) */
 const bit<32> INSTANCE_INGRESS_CLONE = 1;
 const bit<32> INSTANCE_EGRESS_CLONE = 2;
+const bit<32> INSTANCE_RECIRC = 4;
 
-const bit<32> PFC_SESSION_BASE = 100;     /* clone session of port p: PFC_SESSION_BASE + p */
+const bit<32> PFC_SESSION = 100;          /* clone session of PFC frames: one replica to CPU_PORT */
+const bit<3>  PFC_FRAME_PRIORITY = 7;     /* the queue PFC frames leave from: served first */
 const bit<32> PORT_PRIO_SLOTS = 4096;     /* 512 ports x 8 priorities */
 const bit<32> FLOWLET_SLOTS = 4096;
 const bit<32> ECMP_MEMBER_SLOTS = 4096;   /* 64 groups x 64 members: (group << 6) | member */
@@ -223,6 +234,9 @@ struct fabric_metadata_t {
     bit<8>  pfc_clone_kind;
     @field_list(1)
     bit<8>  pfc_clone_prio;
+    @field_list(1)
+    bit<9>  pfc_port;           /* the port the PFC frame leaves by (the paused upstream) */
+    bit<1>  pfc_frame_out;      /* this packet is a PFC frame on its way out (pass 3) */
 
     bit<3>  prio;
     bit<32> port_prio;          /* (ingress_port << 3) | prio */
@@ -512,6 +526,14 @@ control FabricIngress(inout headers_t hdr,
     }
 
     apply {
+        if (standard_metadata.instance_type == INSTANCE_RECIRC && meta.pfc_clone_kind != PFC_CLONE_NONE) {
+            /* A PFC copy back from its first egress pass: to the port it pauses, ahead of data. */
+            standard_metadata.egress_spec = meta.pfc_port;
+            standard_metadata.priority = PFC_FRAME_PRIORITY;
+            meta.pfc_frame_out = 1;
+            exit;
+        }
+
         if (hdr.packet_out.isValid()) {
             /* From the controller: out of the port it names, as control traffic. */
             standard_metadata.egress_spec = hdr.packet_out.egress_port;
@@ -681,8 +703,8 @@ control FabricIngress(inout headers_t hdr,
                         pfc_last_xoff_us.write(meta.port_prio, now_us);
                         meta.pfc_clone_kind = PFC_CLONE_XOFF;
                         meta.pfc_clone_prio = (bit<8>)meta.prio;
-                        clone_preserving_field_list(CloneType.I2E,
-                            PFC_SESSION_BASE + (bit<32>)standard_metadata.ingress_port, 1);
+                        meta.pfc_port = standard_metadata.ingress_port;
+                        clone_preserving_field_list(CloneType.I2E, PFC_SESSION, 1);
                     }
                 }
             }
@@ -741,10 +763,19 @@ control FabricEgress(inout headers_t hdr,
     apply {
         if (standard_metadata.instance_type == INSTANCE_INGRESS_CLONE ||
             standard_metadata.instance_type == INSTANCE_EGRESS_CLONE) {
-            /* The only clones this program makes: turn the copy into a PFC frame. */
-            bool built = false;
+            /* The only clones this program makes are PFC copies: back to ingress (pass 2). */
             if (meta.pfc_clone_kind != PFC_CLONE_NONE) {
-              if (pfc_port.apply().hit) {
+                recirculate_preserving_field_list(1);
+            } else {
+                mark_to_drop(standard_metadata);
+            }
+            exit;
+        }
+
+        if (meta.pfc_frame_out == 1) {
+            /* Pass 3: leaving from queue 7 of the paused port; rewrite into the PFC frame. */
+            bool built = false;
+            if (pfc_port.apply().hit) {
                 built = true;
                 bit<16> quanta = 0;
                 if (meta.pfc_clone_kind == PFC_CLONE_XOFF) {
@@ -787,7 +818,6 @@ control FabricEgress(inout headers_t hdr,
                 truncate(PFC_FRAME_BYTES);
                 pfc_tx_port_prio.count(((bit<32>)standard_metadata.egress_port << 3) |
                                        (bit<32>)meta.pfc_clone_prio);
-              }
             }
             if (!built) {
                 mark_to_drop(standard_metadata);
@@ -838,15 +868,15 @@ control FabricEgress(inout headers_t hdr,
                         pfc_last_xoff_us.write(upstream, now_us);
                         meta.pfc_clone_kind = PFC_CLONE_XOFF;
                         meta.pfc_clone_prio = (bit<8>)meta.prio;
-                        clone_preserving_field_list(CloneType.E2E,
-                            PFC_SESSION_BASE + (bit<32>)standard_metadata.ingress_port, 1);
+                        meta.pfc_port = standard_metadata.ingress_port;
+                        clone_preserving_field_list(CloneType.E2E, PFC_SESSION, 1);
                     }
                 } else if (paused == 1 && (bit<32>)standard_metadata.deq_qdepth <= meta.pfc_xon) {
                     pfc_paused.write(upstream, 0);
                     meta.pfc_clone_kind = PFC_CLONE_XON;
                     meta.pfc_clone_prio = (bit<8>)meta.prio;
-                    clone_preserving_field_list(CloneType.E2E,
-                        PFC_SESSION_BASE + (bit<32>)standard_metadata.ingress_port, 1);
+                    meta.pfc_port = standard_metadata.ingress_port;
+                    clone_preserving_field_list(CloneType.E2E, PFC_SESSION, 1);
                 }
             }
         }

@@ -141,7 +141,7 @@ def test_knob_entries_round_trip_through_what_a_switch_holds(clos):
 
 # --- plan and diff ----------------------------------------------------------------------
 
-def test_plan_holds_routes_members_knobs_and_one_pfc_session_per_port(clos):
+def test_plan_holds_routes_members_knobs_and_the_pfc_session(clos):
     routes = compute_routes(clos)
     plan = plan_switch(clos, "leaf1", routes["leaf1"], Knobs())
     tables = {e.table for e in plan.entries.values()}
@@ -150,8 +150,8 @@ def test_plan_holds_routes_members_knobs_and_one_pfc_session_per_port(clos):
     assert {e.param("size") for e in group} == {4}
     members = sorted((e.match[1][1], e.param("port")) for e in plan.entries.values() if e.table == N.ECMP_MEMBER)
     assert members == [(0, 3), (1, 4), (2, 5), (3, 6)]
-    assert sorted(plan.clone_sessions) == [N.PFC_SESSION_BASE + p for p in (1, 2, 3, 4, 5, 6)]
-    assert plan.clone_sessions[N.PFC_SESSION_BASE + 5].replicas == ((5, 0),)
+    assert list(plan.clone_sessions) == [N.PFC_SESSION]
+    assert plan.clone_sessions[N.PFC_SESSION].replicas == ((N.CPU_PORT, 0),)
     assert mac_to_int("02:10:00:03:01:05") == 0x021000030105
 
 

@@ -123,6 +123,19 @@ def counters(fab):
     return fab.ctl.read_counters("leaf1")["leaf1"]
 
 
+def pfc_out(fab, clone, now_us=0):
+    """Follow a PFC copy through its passes: the CPU port's egress recirculates it, ingress queues
+    it at priority 7 of the port it pauses, that port's egress writes the frame: (port, frame, job)."""
+    assert clone.egress_port == CPU_PORT, clone
+    tx, more = egress(fab, clone, 0, now_us=now_us)
+    assert tx == [] and len(more) == 1, (tx, more)
+    (job,) = more
+    assert job.priority == 7, job
+    tx, again = egress(fab, job, 0, now_us=now_us)
+    assert len(tx) == 1 and again == [], (tx, again)
+    return tx[0][0], tx[0][1], job
+
+
 def pfc_frame(data):
     """(port-facing fields of) a generated PFC frame: dst, ethertype, opcode, class vector, times."""
     assert len(data) == 60, data.hex()
@@ -281,39 +294,65 @@ def test_queue_above_xoff_sends_pfc_to_the_ingress_port_then_xon(fab):
         assert [j.egress_port for j in jobs] == [2], f"packet {i + 1}"
         originals += jobs
     jobs = ingress(fab, 3, frame, now_us=10)
-    assert sorted(j.egress_port for j in jobs) == [2, 3]
-    clone = next(j for j in jobs if j.egress_port == 3)
-    tx, more = egress(fab, clone, 0, now_us=10)
-    assert [p for p, _ in tx] == [3] and more == []
-    xoff = pfc_frame(tx[0][1])
+    assert sorted(j.egress_port for j in jobs) == [2, CPU_PORT]
+    port, data, _ = pfc_out(fab, next(j for j in jobs if j.egress_port == CPU_PORT), now_us=10)
+    assert port == 3
+    xoff = pfc_frame(data)
     expected_quanta = round(fab.defaults.pfc_pause_us * fab.leaf.ports[3].rate_mbps / 512)
     assert xoff == {"dst": "0180c2000001", "src": fab.leaf.ports[3].mac.replace(":", ""), "type": "8808",
                     "opcode": "0101", "classes": 1 << 3,
                     "times": [0, 0, 0, expected_quanta, 0, 0, 0, 0]}
     # the MAC-control dissector agrees
-    assert Ether(tx[0][1])[MACControlClassBasedFlowControl].c3_pause_time == expected_quanta
+    assert Ether(data)[MACControlClassBasedFlowControl].c3_pause_time == expected_quanta
 
     # rate-limited: no second XOFF within the refresh interval, one after it
     assert len(ingress(fab, 3, frame, now_us=400)) == 1
     refreshed = ingress(fab, 3, frame, now_us=600)
-    assert sorted(j.egress_port for j in refreshed) == [2, 3]
-    tx, _ = egress(fab, next(j for j in refreshed if j.egress_port == 3), 0, now_us=600)
-    assert pfc_frame(tx[0][1]) == xoff
+    assert sorted(j.egress_port for j in refreshed) == [2, CPU_PORT]
+    assert pfc_frame(pfc_out(fab, next(j for j in refreshed if j.egress_port == CPU_PORT), now_us=600)[1]) == xoff
 
     # the queue drains: a packet dequeued at or below XON sends the zero-quanta XON
     tx, more = egress(fab, originals[0], 20, now_us=700, deq_depth=12)
     assert [p for p, _ in tx] == [2] and len(more) == 1
-    tx, _ = egress(fab, more[0], 0, now_us=700)
-    xon = pfc_frame(tx[0][1])
-    assert (tx[0][0], xon["classes"], xon["times"]) == (3, 1 << 3, [0] * 8)
+    port, data, _ = pfc_out(fab, more[0], now_us=700)
+    xon = pfc_frame(data)
+    assert (port, xon["classes"], xon["times"]) == (3, 1 << 3, [0] * 8)
     # and only once
     tx, more = egress(fab, originals[1], 2, now_us=800, deq_depth=1)
     assert more == []
 
     # egress also sees a deep queue (enq_qdepth) and pauses the upstream again
     tx, more = egress(fab, originals[2], 30, now_us=900)
-    assert len(more) == 1 and pfc_frame(egress(fab, more[0], 0)[0][0][1])["times"][3] == expected_quanta
+    assert len(more) == 1 and pfc_frame(pfc_out(fab, more[0])[1])["times"][3] == expected_quanta
     assert counters(fab)["ports"][3][3]["pfc_tx"] - before == 4      # XOFF, refresh, XON, XOFF
+
+
+def test_a_pfc_frame_is_served_before_the_full_data_queues_of_the_port_it_leaves_by(fab):
+    """The issue-6 starvation: h1 -> h2 congests port 2, so XOFF must leave by port 1, whose own
+    lossless (priority 3) and best-effort (priority 0) queues towards h1 are full."""
+    from testbed.switch.traffic_manager import EgressPort
+    fab.ctl.set_pfc(xoff=24, xon=12)
+    towards_h1 = EgressPort(1)
+    for dscp, prio in ((ROCE_DSCP, 3), (0, 0)):
+        for _ in range(towards_h1.depth_limit[prio]):
+            jobs = ingress(fab, 3, roce(fab, src="10.1.2.1", dst="10.1.1.1", in_port=3, dscp=dscp))
+            # (filling it also pauses spine1: the other job would be that XOFF's copy)
+            job = next(j for j in jobs if j.egress_port != CPU_PORT)
+            assert (job.egress_port, job.priority) == (1, prio)
+            assert towards_h1.enqueue(job, job.priority, 0) >= 0
+    to_h2 = roce(fab, dst="10.1.1.2", in_port=1)
+    for _ in range(24):
+        ingress(fab, 1, to_h2)
+    clone = next(j for j in ingress(fab, 1, to_h2) if j.egress_port == CPU_PORT)
+    tx, (pfc_job,) = egress(fab, clone, 0)
+    assert pfc_job.egress_port == 1
+    assert towards_h1.enqueue(pfc_job, pfc_job.priority, 0) >= 0     # not tail-dropped
+    prio, _ = towards_h1.next_eligible(0.0)
+    job, _, _ = towards_h1.dequeue(prio)
+    assert job is pfc_job                                             # strict priority: it leaves first
+    (port, data), = egress(fab, job, 0)[0]
+    assert port == 1 and pfc_frame(data)["classes"] == 1 << 3
+    assert towards_h1.depth(3) == towards_h1.depth_limit[3]           # the data still waits behind it
 
 
 def test_pfc_stays_quiet_on_lossy_priorities_and_when_off(fab):

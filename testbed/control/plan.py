@@ -49,16 +49,17 @@ def routing_entries(switch_routes):
     return out
 
 
-def pfc_clone_sessions(switch):
-    """One clone session per front-panel port: the PFC frames the program generates."""
-    return {N.PFC_SESSION_BASE + p: CloneSession(N.PFC_SESSION_BASE + p, ((p, 0),))
-            for p in sorted(switch.ports)}
+def pfc_clone_sessions():
+    """The clone session of the PFC frames the program generates: their first egress pass is on
+    the CPU port (nothing else queues there), which recirculates them to leave by the paused
+    port from its priority-7 queue (see fabric.p4's header comment)."""
+    return {N.PFC_SESSION: CloneSession(N.PFC_SESSION, ((N.CPU_PORT, 0),))}
 
 
 def plan_switch(clos, name, switch_routes, knobs):
     switch = clos.switches[name]
     entries = routing_entries(switch_routes) + knob_entries(knobs, switch)
-    return SwitchPlan(name, {e.key: e for e in entries}, pfc_clone_sessions(switch))
+    return SwitchPlan(name, {e.key: e for e in entries}, pfc_clone_sessions())
 
 
 def te_override_entry(ingress_port, route_id, hop):

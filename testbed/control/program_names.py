@@ -38,7 +38,7 @@ PFC_TX_PORT_PRIO = "FabricEgress.pfc_tx_port_prio"
 
 # --- numbers fixed by the program ---
 CPU_PORT = 510
-PFC_SESSION_BASE = 100          # clone session PFC_SESSION_BASE + p sends PFC frames out of p
+PFC_SESSION = 100               # clone session of PFC frames: one replica to CPU_PORT, recirculated from there
 MAX_ECMP_GROUPS = 64            # (group << 6) | member indexes the per-member load register
 MAX_ECMP_MEMBERS = 64
 MAX_ROUTE_ID = 255              # the demand counter keeps 8 bits of the route id
