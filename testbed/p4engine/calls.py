@@ -154,8 +154,16 @@ def call_packet(self, kind, name, n, ctx):
             if len(n.args) != 1:
                 self.err("extract with a variable-size field (two arguments) is not supported "
                          "(varbit is outside the subset)", n.loc)
-            target = self.expr(n.args[0], ctx)
-            if target.kind == "stack_next":
+            if n.args[0].kind == "dontcare":        # extract<H>(_): parse and drop the header
+                if len(n.targs) != 1:
+                    self.err("extract(_) needs the header type: extract<H>(_)", n.args[0].loc)
+                t = self.resolve_type(n.targs[0])
+                target = agg(self.alloc(t, "_"), t) if isinstance(t, T.HeaderT) else None
+            else:
+                target = self.expr(n.args[0], ctx)
+            if target is None:
+                self.err("extract needs a header type", n.loc)
+            elif target.kind == "stack_next":
                 self.extract_code(target, ctx, n.loc, stack=True)
             elif target.kind == "agg" and isinstance(target.type, T.HeaderT):
                 self.extract_code(target, ctx, n.loc)
@@ -170,8 +178,11 @@ def call_packet(self, kind, name, n, ctx):
                 width = t.width
             elif isinstance(t, T.HeaderT):
                 width = t.bit_width
+            elif isinstance(t, T.StructT) and all(isinstance(ft, (T.BitT, T.BoolT)) for _, ft in t.fields):
+                width = sum(T.width_of(ft) for _, ft in t.fields)
             else:
-                self.err(f"lookahead<{t}> is not supported (use bit<W> or a header type)", n.loc)
+                self.err(f"lookahead<{t}> is not supported (use bit<W>, a header type or a struct "
+                         f"of bit<W> fields)", n.loc)
             nbytes = (width + 7) // 8
             tmp = ctx.temp()
             em.line(f"if o + {nbytes} > len(P): raise ParserError({self.errors.index('PacketTooShort')}, o)")
@@ -180,7 +191,7 @@ def call_packet(self, kind, name, n, ctx):
                 code = self.wrap_code(tmp, t) if t.signed else tmp
                 return Val("rv", t, code)
             base = self.alloc(t, "lookahead")
-            em.line(f"S[{base}:{base + t.slots()}] = {self.unpack_tuple(t, tmp)}")
+            em.line(f"S[{base}:{base + t.slots()}] = {self.unpack_tuple(t, tmp, isinstance(t, T.HeaderT))}")
             return agg(base, t)
         if name == "advance":
             _need_args(self, n, 1, "advance")
@@ -200,16 +211,20 @@ def call_packet(self, kind, name, n, ctx):
     return None
 
 
-def unpack_tuple(self, t, var):
-    """A tuple expression (valid, field...) unpacking header type `t` from the int in `var`."""
-    parts = ["1"]
-    shift = t.bit_width
-    for _, ft in t.fields:
-        shift -= ft.width
+def unpack_tuple(self, t, var, header=True):
+    """A tuple expression unpacking `t`'s fields from the int in `var`: (valid, field...) for
+    a header, (field...) for a struct of bit<W>/bool fields."""
+    parts = ["1"] if header else []
+    widths = [T.width_of(ft) for _, ft in t.fields]
+    shift = total = sum(widths)
+    for (_, ft), w in zip(t.fields, widths):
+        shift -= w
         code = f"{var} >> {shift}" if shift else var
-        if shift + ft.width < t.bit_width:
-            code = f"({code}) & {ft.mask}"
-        if ft.signed:
+        if shift + w < total:
+            code = f"({code}) & {(1 << w) - 1}"
+        if isinstance(ft, T.BoolT):
+            code = f"({code}) == 1"
+        elif ft.signed:
             code = self.wrap_code(code, ft)
         parts.append(f"({code})")
     return "(" + ", ".join(parts) + ",)"
@@ -255,6 +270,8 @@ def _struct_unpack(self, t, ctx, var):
                 code = f"({code}) & {ft.mask}"
             if ft.width == 0:
                 code = "0"
+            elif isinstance(ft, T.BoolT):
+                code = f"({code}) == 1"
             elif ft.signed:
                 code = self.wrap_code(code, ft)
             out.append(f"({code})" if " " in code else code)

@@ -376,9 +376,7 @@ class Compiler:
                 seen.add(f.name)
                 ft = self.resolve_type(f.type)
                 if k == "header":
-                    if isinstance(ft, T.BoolT):
-                        self.err(f"header field '{f.name}' cannot be bool in this engine; use bit<1>", f.loc)
-                    if not isinstance(ft, T.BitT) and not (isinstance(ft, T.EnumT) and ft.base):
+                    if not isinstance(ft, (T.BitT, T.BoolT)) and not (isinstance(ft, T.EnumT) and ft.base):
                         self.err(f"header field '{f.name}' must be bit<W> or int<W>, not {ft}", f.loc)
                     if isinstance(ft, T.EnumT):
                         ft = ft.base
@@ -1710,7 +1708,11 @@ class Compiler:
         self.err("named arguments are not supported here", n.loc)
 
     def x_dontcare(self, n, ctx, expected):
-        self.err("'_' arguments are not supported", n.loc)
+        # a write-only sink of the expected type (an out argument whose value nobody reads)
+        if expected is None or isinstance(expected, T.IntLitT) or not (expected.scalar or expected.aggregate):
+            self.err("'_' needs a known type here (only out arguments can be '_')", n.loc)
+        base = self.alloc(expected, "_")
+        return lv(base, expected) if expected.scalar else agg(base, expected)
 
     def x_call(self, n, ctx, expected):
         v = self.call(n, ctx, statement=False)

@@ -51,6 +51,7 @@ class IntLitT(P4Type):
 
 class BoolT(P4Type):
     scalar = True
+    width, signed, mask = 1, False, 1      # as a header field BMv2 stores it as one bit
 
     def __str__(self):
         return "bool"

@@ -1,0 +1,119 @@
+"""Language constructs beyond the core subset that others' programs use (p4c's samples among
+them): `_` arguments, lookahead of a struct, bool header fields, sub-parsers, control instances
+applied from another control, nested slice assignment, tuples -- and header layouts whose
+fields straddle bytes (extract/emit go through struct.Struct chunks)."""
+import pytest
+
+from testbed.p4engine import P4Error, compile_source
+
+ETH = bytes.fromhex("0000000000aa0000000000010800")
+
+
+def v1switch(decls, parser, ingress, deparser, meta=""):
+    """A whole program: `decls` declares headers_t; the other parts are control/parser bodies."""
+    return f"""
+#include <core.p4>
+#include <v1model.p4>
+{decls}
+struct metadata_t {{ {meta} }}
+parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{
+    {parser}
+}}
+control V(inout headers_t hdr, inout metadata_t meta) {{ apply {{ }} }}
+control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{
+    {ingress}
+}}
+control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}
+control C(inout headers_t hdr, inout metadata_t meta) {{ apply {{ }} }}
+control D(packet_out pkt, in headers_t hdr) {{ apply {{ {deparser} }} }}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def run(src, data, port=0):
+    return compile_source(src).new_pipeline().process(port, data)
+
+
+# ------------------------------------------------------------------ header layouts
+
+ODD = """
+header odd_t {
+    bit<3> a; bit<21> b;          // a 3-byte chunk
+    bit<40> c;                    // 5 bytes
+    bit<4> d; int<4> e; bit<48> f; // 7 bytes
+    bit<72> g;                    // longer than 8 bytes
+    bool h; bit<7> i;
+}
+struct headers_t { odd_t odd; }
+"""
+
+
+def test_fields_straddling_bytes_round_trip_and_read_back_exactly():
+    data = bytes(range(0xA0, 0xA0 + 25))
+    src = v1switch(ODD, "state start { pkt.extract(hdr.odd); transition accept; }", """
+        apply {
+            sm.egress_spec = 1;
+            if (hdr.odd.a == 5 && hdr.odd.b == 0x00a1a2 && hdr.odd.c == 0xa3a4a5a6a7
+                && hdr.odd.d == 0xa && hdr.odd.e == -8 && hdr.odd.f == 0xa9aaabacadae
+                && hdr.odd.g == 0xafb0b1b2b3b4b5b6b7 && hdr.odd.h && hdr.odd.i == 0x38) {
+                sm.egress_spec = 2;
+            }
+        }""", "pkt.emit(hdr.odd);")
+    assert run(src, data) == [(2, data)]
+
+
+def test_emit_packs_modified_fields_including_signed_and_bool():
+    src = v1switch(ODD, "state start { pkt.extract(hdr.odd); transition accept; }", """
+        apply {
+            sm.egress_spec = 1;
+            hdr.odd.a = 7; hdr.odd.b = 1; hdr.odd.e = -1; hdr.odd.f = 0xffffffffffff;
+            hdr.odd.g = 1; hdr.odd.h = false; hdr.odd.i = 3;
+        }""", "pkt.emit(hdr.odd);")
+    out = run(src, bytes(25) + b"tail")
+    expected = (bytes.fromhex("e00001") + bytes(5) + bytes.fromhex("0f") + b"\xff" * 6 +
+                bytes(8) + b"\x01" + b"\x03" + b"tail")
+    assert out == [(1, expected)]
+
+
+# ------------------------------------------------------------------ `_`, lookahead, bool
+
+TAG = """
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> etherType; }
+header tag_t { bit<8> a; bit<8> b; }
+struct headers_t { ethernet_t ethernet; tag_t tag; }
+"""
+
+
+def test_dont_care_extract_skips_a_header_and_dont_care_out_argument():
+    src = v1switch(TAG, """
+        state start { pkt.extract<ethernet_t>(_); pkt.extract(hdr.tag); transition accept; }""", """
+        action get(out bit<8> x, out bit<8> y) { x = 1; y = 2; }
+        apply { sm.egress_spec = 1; get(hdr.tag.a, _); }""", "pkt.emit(hdr.ethernet); pkt.emit(hdr.tag);")
+    assert run(src, ETH + b"\x07\x08rest") == [(1, b"\x01\x08rest")]
+
+
+def test_lookahead_of_a_struct_of_bit_fields():
+    src = v1switch("struct pair_t { bit<4> hi; bit<12> lo; }\n" + TAG, """
+        state start {
+            pair_t p = pkt.lookahead<pair_t>();
+            hdr.tag.setValid(); hdr.tag.a = (bit<8>)p.hi; hdr.tag.b = p.lo[7:0];
+            transition accept;
+        }""", "apply { sm.egress_spec = 1; }", "pkt.emit(hdr.tag);")
+    assert run(src, b"\x9a\xbc") == [(1, b"\x09\xbc\x9a\xbc")]
+
+
+def test_bool_header_field_is_one_bit_on_the_wire():
+    decls = "header flags_t { bool urgent; bit<7> rest; }\nstruct headers_t { flags_t f; }"
+    src = v1switch(decls, "state start { pkt.extract(hdr.f); transition accept; }", """
+        apply { sm.egress_spec = hdr.f.urgent ? 9w2 : 9w3; hdr.f.urgent = !hdr.f.urgent; }""",
+                   "pkt.emit(hdr.f);")
+    assert run(src, b"\x85") == [(2, b"\x05")]
+    assert run(src, b"\x05") == [(3, b"\x85")]
+
+
+def test_dont_care_where_no_type_is_known_is_a_located_error():
+    src = v1switch(TAG, "state start { transition accept; }", """
+        apply { bit<8> x = 1; x = _; }""", "")
+    with pytest.raises(P4Error) as e:
+        compile_source(src, filename="dc.p4")
+    assert "dc.p4:" in str(e.value)
