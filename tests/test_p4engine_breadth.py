@@ -117,3 +117,64 @@ def test_dont_care_where_no_type_is_known_is_a_located_error():
     with pytest.raises(P4Error) as e:
         compile_source(src, filename="dc.p4")
     assert "dc.p4:" in str(e.value)
+
+
+# ------------------------------------------------------------------ sub-parsers and sub-controls
+
+SUBPARSER = """
+parser TagParser(packet_in pkt, inout headers_t hdr, out bit<8> kind) {
+    state start {
+        pkt.extract(hdr.tag);
+        kind = hdr.tag.a;
+        transition select(hdr.tag.a) { 0xff: reject; default: accept; }
+    }
+}
+""" + TAG
+
+
+def test_sub_parser_runs_from_the_callers_offset_and_returns_its_out_argument():
+    src = v1switch(SUBPARSER, """
+        TagParser() sub;
+        bit<8> kind;
+        state start { pkt.extract(hdr.ethernet); sub.apply(pkt, hdr, kind); hdr.tag.b = kind + 1;
+                      transition accept; }""", """
+        apply { sm.egress_spec = 1;
+                if (sm.parser_error == error.PacketTooShort) { sm.egress_spec = 2; } }""",
+                   "pkt.emit(hdr.ethernet); pkt.emit(hdr.tag);")
+    assert run(src, ETH + b"\x05\x00") == [(1, ETH + b"\x05\x06")]
+    # an error inside the sub-parser is the whole parser's error; the packet goes on to ingress
+    assert run(src, ETH + b"\x05") == [(2, ETH + b"\x05")]
+    # the sub-parser's reject ends the caller's parse too (the caller's next statement never runs)
+    assert run(src, ETH + b"\xff\x00") == [(1, ETH + b"\xff\x00")]
+
+
+CTL_ARGS = """
+control Adder(inout bit<8> x)(bit<8> amount) { apply { x = x + amount; } }
+control Twice(inout bit<8> x)(Adder inner) { apply { inner.apply(x); inner.apply(x); } }
+""" + TAG
+
+
+def test_control_constructor_arguments_constants_and_instances():
+    src = v1switch(CTL_ARGS, "state start { pkt.extract(hdr.tag); transition accept; }", """
+        Adder(3) add3;
+        Twice(add3) twice;
+        apply { sm.egress_spec = 1; twice.apply(hdr.tag.a); add3.apply(hdr.tag.b); }""", "pkt.emit(hdr.tag);")
+    assert run(src, b"\x10\x20") == [(1, b"\x16\x23")]
+
+
+def test_direct_invocation_of_a_control_type():
+    src = v1switch("control Inc(inout bit<8> x) { apply { x = x + 1; } }\n" + TAG,
+                   "state start { pkt.extract(hdr.tag); transition accept; }", """
+        apply { sm.egress_spec = 1; Inc.apply(hdr.tag.a); Inc.apply(hdr.tag.a); Inc.apply(hdr.tag.b); }""",
+                   "pkt.emit(hdr.tag);")
+    assert run(src, b"\x10\x20") == [(1, b"\x12\x21")]
+
+
+def test_constructor_argument_errors_are_located():
+    src = v1switch(CTL_ARGS, "state start { transition accept; }", """
+        Adder(3) add3;
+        Twice(7) twice;
+        apply { twice.apply(hdr.tag.a); }""", "")
+    with pytest.raises(P4Error) as e:
+        compile_source(src, filename="ctor.p4")
+    assert "ctor.p4:" in str(e.value) and "instance" in str(e.value)

@@ -866,8 +866,8 @@ def compile_function(self, decl, scope, prefix):
 
 
 def call_control(self, inst, n, ctx):
-    fn, params, name = inst
+    fn, params, name, kind = inst
     plist = [(p.name, "packet" if v is None else (p.direction or "in"), pt, v) for p, pt, v in params]
     _, copy_out = _bind_args(self, plist, n, ctx, f"{name}.apply")
-    _call_with_copy_out(self, f"{fn}(S)", copy_out, ctx)
+    _call_with_copy_out(self, f"o = {fn}(S, P, o)" if kind == "parser" else f"{fn}(S)", copy_out, ctx)
     return None

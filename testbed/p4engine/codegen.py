@@ -103,6 +103,11 @@ class ParserError(Exception):
         self.code, self.offset = code, offset
 
 
+def reject_parse(S, P, o):
+    """The state a sub-parser's `transition reject` goes to: ends the whole parse, no error set."""
+    raise ParserError(0, o)
+
+
 class ExitControl(Exception):
     """`exit`: leaves every control currently running (caught where the architecture called it)."""
 

@@ -249,6 +249,7 @@ class Compiler:
         self.em = Emitter()
         self.namer = Namer()
         self.ns = {}
+        self.direct_invocations = {}     # instance name -> how many `Type.apply()` made it
         self.out = Compiled()
         self.extern_decls = {}
         self.extern_funcs = {}
@@ -684,11 +685,34 @@ class Compiler:
         return f"{prefix}.{local}" if prefix else local
 
     def declare_sub_block(self, d, bdecl, ctx, prefix):
-        """`Sub() s;` inside a control: compile an instance whose params get their own storage."""
-        if d.args:
-            self.err("constructor arguments for sub-controls are not supported", d.loc)
+        """`Sub(args) s;` inside a control or parser: declares s (see instantiate_block)."""
         name = self.qualified(prefix, d.name, d.annos)
+        info = self.instantiate_block(bdecl, name, d.args, ctx, d.loc)
+        ctx.scope.declare(d.name, Sym("control_inst", info=info))
+
+    def bind_ctor_args(self, bdecl, args, ctx, scope, loc):
+        """Constructor parameters: compile-time constants, or instances of a control/parser type."""
+        ctor = bdecl.ctor_params or []
+        if len(args) != len(ctor):
+            self.err(f"{bdecl.name} takes {len(ctor)} constructor argument(s), got {len(args)}", loc)
+        for p, a in zip(ctor, args):
+            pt = self.resolve_type(p.type)
+            if isinstance(pt, T.BlockT):
+                sym = ctx.scope.lookup(a.name) if a.kind == "name" else None
+                if sym is None or sym.kind != "control_inst":
+                    self.err(f"constructor argument '{p.name}' must name a {pt.kind} instance", a.loc)
+                scope.declare(p.name, sym)
+                continue
+            v = self.expr(a, ctx, pt)
+            if not v.is_const:
+                self.err(f"constructor argument '{p.name}' must be a compile-time constant", a.loc)
+            scope.declare(p.name, Sym("const", self.coerce_const(v.const, pt, a.loc)))
+
+    def instantiate_block(self, bdecl, name, args, ctx, loc):
+        """Compile one instance of a control or parser type, its parameters in their own storage
+        (the caller copies in and out); returns the instance info call_control applies."""
         scope = Scope(self.globals)
+        self.bind_ctor_args(bdecl, args, ctx, scope, loc)
         params = []
         for p in bdecl.params:
             pt = self.resolve_type(p.type)
@@ -701,9 +725,14 @@ class Compiler:
             scope.declare(p.name, Sym("var", v))
             params.append((p, pt, v))
         if bdecl.kind == "parser":
-            self.err("sub-parser instantiation is not supported", d.loc)
-        fn = self.compile_control(bdecl, name, scope, ctx.block_role)
-        ctx.scope.declare(d.name, Sym("control_inst", info=(fn, params, name)))
+            if ctx.where != "parser":
+                self.err(f"a parser ({bdecl.name}) can only be instantiated in a parser", loc)
+            fn = self.compile_parser(bdecl, name, scope, ctx.block_role, sub=True)
+        else:
+            if ctx.where != "control":
+                self.err(f"a control ({bdecl.name}) can only be instantiated in a control", loc)
+            fn = self.compile_control(bdecl, name, scope, ctx.block_role)
+        return (fn, params, name, bdecl.kind)
 
     # ------------------------------------------------------------------------- actions
     def compile_action(self, d, scope, prefix, role=None):
@@ -1001,8 +1030,9 @@ class Compiler:
         em.dedent()
 
     # ------------------------------------------------------------------------- parsers
-    def compile_parser(self, decl, name, scope, role):
-        ctx = Ctx(scope, Emitter(), "parser", name, parser={}, block_role=role)
+    def compile_parser(self, decl, name, scope, role, sub=False):
+        """The parser as a function fn(S, P) -> offset; a sub-parser (`sub`) is fn(S, P, o) -> offset,
+        run from the caller's state, its errors and its reject ending the caller's parse too."""
         # locals: evaluated once per packet before the start state
         init_em = Emitter()
         lctx = Ctx(scope, init_em, "parser", name, parser={}, block_role=role)
@@ -1022,15 +1052,21 @@ class Compiler:
             em.indent()
             sctx = Ctx(Scope(scope), em, "parser", name, parser={"states": states}, block_role=role)
             self.stmts(st.stmts, sctx)
-            self.transition(st, sctx, states)
+            self.transition(st, sctx, states, sub)
             em.dedent()
             self.em.lines.extend(em.lines)
         fn = self.namer.fresh("parser_", name)
         em = self.em
-        em.line(f"def {fn}(S, P):")
+        em.line(f"def {fn}(S, P, o):" if sub else f"def {fn}(S, P):")
         em.indent()
         em.lines.extend(init_em.lines)
         em.line(f"st = {states['start']}")
+        if sub:
+            em.line("while st is not None:")
+            em.line("    st, o = st(S, P, o)")
+            em.line("return o")
+            em.dedent()
+            return fn
         em.line("o = 0")
         em.line("try:")
         em.line("    while st is not None:")
@@ -1042,17 +1078,21 @@ class Compiler:
         em.dedent()
         return fn
 
-    def transition(self, st, ctx, states):
+    def transition(self, st, ctx, states, sub=False):
         em = ctx.em
         tr = st.transition
+        # A state without transition goes to reject (spec); BMv2 ends the parse there as at
+        # accept. A sub-parser's reject ends its caller's parse as well (p4c inlines sub-parsers).
+        reject = "reject_parse" if sub else "None"
         if tr is None:
-            # a state without transition goes to reject (spec); BMv2 treats reject like accept
-            em.line("return None, o")
+            em.line(f"return {reject}, o")
             return
 
         def target(name, loc):
-            if name in ("accept", "reject"):
+            if name == "accept":
                 return "None"
+            if name == "reject":
+                return reject
             if name not in states:
                 self.err(f"unknown parser state '{name}'", loc)
             return states[name]
@@ -1389,6 +1429,16 @@ class Compiler:
                 self.err(f"enum {t.name} has no member '{n.name}'", n.loc)
             v = t.values[n.name]
             return Val("rv", t, str(v), const=v, info=n.name)
+        if isinstance(t, T.BlockT) and t.kind in ("control", "parser") and n.name == "apply" \
+                and hasattr(t.decl, "body" if t.kind == "control" else "states"):
+            # direct invocation `Ctl.apply(...)`: an anonymous instance of its own at each call
+            name = f"{ctx.prefix}.{t.name}" if ctx.prefix else t.name
+            self.direct_invocations[name] = count = self.direct_invocations.get(name, 0) + 1
+            if count > 1:
+                name = f"{name}_{count - 1}"
+            info = self.instantiate_block(t.decl, name, [], ctx, n.loc)
+            return Val("method", obj=Val("ref", None, info=Sym("control_inst", info=info), name=t.name),
+                       name="apply")
         self.err(f"'{n.type_name}.{n.name}' is not supported here", n.loc)
 
     def x_member(self, n, ctx, expected):
