@@ -9,6 +9,7 @@ import queue
 import threading
 import time
 
+import grpc
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 from p4runtime_sh.p4runtime import (P4RuntimeClient, P4RuntimeException, P4RuntimeWriteException,
@@ -18,6 +19,13 @@ from testbed.control.entries import CloneSession, Entry
 
 LOG = logging.getLogger("rocelab.control")
 WRITE_BATCH = 500
+#: Seconds a switch has to answer a read or write: a switch that is alive but hung (stopped,
+#: wedged, starved) must not block the controller, which holds its lock during the call.
+DEFAULT_RPC_TIMEOUT = 5.0
+#: SetForwardingPipelineConfig: the engine compiles the program (~1 s on an idle core, several
+#: when a whole fabric compiles at once on a loaded machine).
+DEFAULT_PIPELINE_TIMEOUT = 60.0
+CLOSE_WAIT = 1.0           # seconds for a switch to end the stream before it is cancelled
 
 
 class ControlError(RuntimeError):
@@ -167,6 +175,9 @@ class _Client(P4RuntimeClient):
         self.stream_out_q.put(req)
         rep = self.get_stream_packet("arbitration", timeout=self.handshake_timeout)
         if rep is None:
+            # A hung server would keep the stream (and its non-daemon reader thread) forever.
+            self.stream.cancel()
+            self.channel.close()
             raise ConnectionError("no arbitration answer")
         self.is_primary = rep.arbitration.status.code == code_pb2.OK
 
@@ -174,8 +185,11 @@ class _Client(P4RuntimeClient):
 class SwitchConnection:
     """One switch's P4Runtime session: arbitration, pipeline, batched writes, reads, packet-ins."""
 
-    def __init__(self, name, address, device_id, election_id=(0, 1), role=None):
+    def __init__(self, name, address, device_id, election_id=(0, 1), role=None,
+                 rpc_timeout=DEFAULT_RPC_TIMEOUT, pipeline_timeout=DEFAULT_PIPELINE_TIMEOUT):
         self.name = name
+        self.rpc_timeout = rpc_timeout
+        self.pipeline_timeout = pipeline_timeout
         self.address = address
         self.device_id = device_id
         self.election_id = tuple(election_id)
@@ -215,6 +229,10 @@ class SwitchConnection:
         self._stop.set()
         client, self.client = self.client, None
         if client is not None:
+            client.stream_out_q.put(None)            # ends our side of the stream
+            client.stream_recv_thread.join(CLOSE_WAIT)
+            if client.stream_recv_thread.is_alive():   # a hung switch never ends its side
+                client.stream.cancel()
             try:
                 client.tear_down()
             except Exception as exc:   # closing must not mask the caller's own error
@@ -231,6 +249,12 @@ class SwitchConnection:
         if self.client is None:
             raise ControlError(f"{self.name}: not connected (call connect() first)")
         return self.client
+
+    def _no_answer(self, exc, timeout, what):
+        """ControlError for a deadline that passed, else None (the caller reports the error)."""
+        if isinstance(exc, grpc.RpcError) and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return ControlError(f"switch {self.name}: no answer within {timeout:g} s ({what})")
+        return None
 
     def _drain_stream(self):
         """Keep the stream's queues short; hand packet-ins to the handler."""
@@ -282,18 +306,23 @@ class SwitchConnection:
         req.config.p4info.CopyFrom(p4info)
         req.config.p4_device_config = device_config
         try:
-            client.stub.SetForwardingPipelineConfig(req)
+            client.stub.SetForwardingPipelineConfig(req, timeout=self.pipeline_timeout)
         except Exception as exc:
-            raise ControlError(f"{self.name}: the switch refused the pipeline: {_grpc_text(exc)}") from None
+            raise (self._no_answer(exc, self.pipeline_timeout, "set the pipeline")
+                   or ControlError(f"{self.name}: the switch refused the pipeline: {_grpc_text(exc)}")) from None
         self.helper = P4InfoHelper(p4info)
 
     def load_p4info(self):
         """P4Info from the switch itself (for controllers that did not push the pipeline)."""
         client = self._need()
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
         try:
-            p4info = client.get_p4info()
+            p4info = client.stub.GetForwardingPipelineConfig(req, timeout=self.rpc_timeout).config.p4info
         except Exception as exc:
-            raise ControlError(f"{self.name}: cannot read the pipeline config: {_grpc_text(exc)}") from None
+            raise (self._no_answer(exc, self.rpc_timeout, "read the pipeline config")
+                   or ControlError(f"{self.name}: cannot read the pipeline config: {_grpc_text(exc)}")) from None
         if not p4info.tables:
             raise ControlError(f"{self.name}: the switch has no P4 program yet (push the pipeline first)")
         self.helper = P4InfoHelper(p4info)
@@ -308,20 +337,29 @@ class SwitchConnection:
         client = self._need()
         for start in range(0, len(updates), WRITE_BATCH):
             batch = updates[start:start + WRITE_BATCH]
-            req = p4runtime_pb2.WriteRequest()
+            req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
+            if self.role is not None:
+                req.role = self.role
+            req.election_id.high, req.election_id.low = self.election_id
             for kind, entity, _text in batch:
                 update = req.updates.add()
                 update.type = p4runtime_pb2.Update.Type.Value(kind)
                 update.entity.CopyFrom(entity)
             try:
-                client.write(req)
+                try:
+                    client.stub.Write(req, timeout=self.rpc_timeout)
+                except grpc.RpcError as exc:
+                    if exc.code() == grpc.StatusCode.UNKNOWN:   # per-update errors in the details
+                        raise P4RuntimeWriteException(exc) from None
+                    raise
             except P4RuntimeWriteException as exc:
                 details = "; ".join(
                     f"{batch[i][0]} {batch[i][2]}: {code_pb2.Code.Name(err.canonical_code)} "
                     f"{err.message}" for i, err in exc.errors)
                 raise ControlError(f"{self.name}: write {what} failed: {details}") from None
             except Exception as exc:
-                raise ControlError(f"{self.name}: write {what} failed: {_grpc_text(exc)}") from None
+                raise (self._no_answer(exc, self.rpc_timeout, f"write {what}".strip())
+                       or ControlError(f"{self.name}: write {what} failed: {_grpc_text(exc)}")) from None
 
     def write_entries(self, kind, entries, what=""):
         info = self.info()
@@ -341,10 +379,11 @@ class SwitchConnection:
         req.entities.extend(entities)
         out = []
         try:
-            for rep in client.stub.Read(req):
+            for rep in client.stub.Read(req, timeout=self.rpc_timeout):   # the deadline covers the stream
                 out.extend(rep.entities)
         except Exception as exc:
-            raise ControlError(f"{self.name}: read failed: {_grpc_text(exc)}") from None
+            raise (self._no_answer(exc, self.rpc_timeout, "read")
+                   or ControlError(f"{self.name}: read failed: {_grpc_text(exc)}")) from None
         return out
 
     def read_table(self, name, with_counters=False):
