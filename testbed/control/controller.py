@@ -7,6 +7,7 @@ setter twice writes nothing the second time. All methods are thread-safe and run
 plain threads (never call them from eventlet green threads: gRPC and green threads do
 not mix).
 """
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 import logging
 import threading
@@ -17,7 +18,8 @@ from testbed.control import program_names as N
 from testbed.control.counters import read_switch
 from testbed.control.entries import Entry
 from testbed.control.knobs import KNOB_TABLES, Knobs, KnobError, knobs_from_entries
-from testbed.control.p4runtime_io import ControlError, SwitchConnection, clone_session_entity
+from testbed.control.p4runtime_io import (DEFAULT_PIPELINE_TIMEOUT, DEFAULT_RPC_TIMEOUT, ControlError,
+                                          SwitchConnection, clone_session_entity)
 from testbed.control.plan import PLANNED_TABLES, ROUTING_TABLES, diff, plan_switch, te_override_entry
 from testbed.control.routes import compute_routes, link_key, next_hop, normalize_prefix
 
@@ -28,7 +30,8 @@ DEFAULT_PROGRAM = P4_DIR / "fabric.p4"
 class FabricController:
     def __init__(self, clos, program_path=None, *, program=None, target="engine", p4info_path=None,
                  device_config_path=None, election_id=(0, 1), role=None, connect_timeout=10.0,
-                 knobs=None, switches=None, down_links=()):
+                 knobs=None, switches=None, down_links=(), rpc_timeout=DEFAULT_RPC_TIMEOUT,
+                 pipeline_timeout=DEFAULT_PIPELINE_TIMEOUT):
         self.clos = clos
         self.program_path = str(program_path or program or DEFAULT_PROGRAM)
         if target not in pipeline_config.TARGETS:
@@ -47,8 +50,12 @@ class FabricController:
         self._knobs_known = {n: knobs is not None for n in names}
         self.down_links = {link_key(a, b) for a, b in down_links}
         self.routes = compute_routes(clos, frozenset(self.down_links))
+        # rpc_timeout: seconds each switch has to answer a read/write (a hung switch then fails
+        # with "switch X: no answer within N s" instead of holding the controller's lock);
+        # pipeline_timeout: the same for a pipeline push, which compiles the program.
         self.connections = {n: SwitchConnection(n, clos.switches[n].grpc_addr, clos.switches[n].device_id,
-                                                election_id, role) for n in names}
+                                                election_id, role, rpc_timeout, pipeline_timeout)
+                            for n in names}
         self.installed = {n: None for n in names}        # None = not known yet (read on first use)
         self.punted = {n: {"pfc": 0, "mac_control": 0} for n in names}
         self.packet_in_handler = None                    # callable(switch, payload, metadata) or None
@@ -96,33 +103,39 @@ class FabricController:
 
     # ------------------------------------------------------------------ pipeline + defaults
     def push_pipeline(self):
-        """SetForwardingPipelineConfig on every switch (P4Info + the target's device config)."""
+        """SetForwardingPipelineConfig on every switch (P4Info + the target's device config), all
+        at once: each engine switch compiles the program, and they are separate processes."""
         with self._lock:
             if self._pipeline is None:
                 self._pipeline = pipeline_config.load(self.program_path, self.target,
                                                       self.p4info_path, self.device_config_path)
-            for name in self.names:
+
+            def push(name):
                 self._conn(name).set_pipeline(self._pipeline.p4info, self._pipeline.device_config)
                 # A fresh pipeline holds only the program's own defaults.
                 self.installed[name] = {"entries": {}, "sessions": {}}
+            _on_each(self.names, push, "pipeline push")
 
     def install_defaults(self):
-        """Routes, ECMP groups, DSCP map, thresholds and PFC clone sessions on every switch."""
+        """Routes, ECMP groups, DSCP map, thresholds and PFC clone sessions on every switch (all
+        switches at once; each thread touches only its own switch's state)."""
         with self._lock:
-            for name in self.names:
-                state = self._state(name)
-                plan = plan_switch(self.clos, name, self.routes[name], self.knobs[name])
-                self._apply(name, plan.entries, PLANNED_TABLES)
-                conn = self._conn(name)
-                missing = [s for sid, s in sorted(plan.clone_sessions.items())
-                           if state["sessions"].get(sid) != s]
-                if missing:
-                    kinds = ["MODIFY" if s.session_id in state["sessions"] else "INSERT" for s in missing]
-                    conn.write([(k, clone_session_entity(s), f"clone session {s.session_id}")
-                                for k, s in zip(kinds, missing)], "PFC clone sessions")
-                    for s in missing:
-                        state["sessions"][s.session_id] = s
-                self._knobs_known[name] = True
+            _on_each(self.names, self._install_defaults, "installing the defaults")
+
+    def _install_defaults(self, name):
+        state = self._state(name)
+        plan = plan_switch(self.clos, name, self.routes[name], self.knobs[name])
+        self._apply(name, plan.entries, PLANNED_TABLES)
+        conn = self._conn(name)
+        missing = [s for sid, s in sorted(plan.clone_sessions.items())
+                   if state["sessions"].get(sid) != s]
+        if missing:
+            kinds = ["MODIFY" if s.session_id in state["sessions"] else "INSERT" for s in missing]
+            conn.write([(k, clone_session_entity(s), f"clone session {s.session_id}")
+                        for k, s in zip(kinds, missing)], "PFC clone sessions")
+            for s in missing:
+                state["sessions"][s.session_id] = s
+        self._knobs_known[name] = True
 
     def _state(self, name):
         """What `name` holds: read from the switch the first time it is needed."""
@@ -371,6 +384,26 @@ class FabricController:
     def route_table(self, switch):
         """[(prefix, route id, [egress ports], group)] as planned for `switch`."""
         return [(r.prefix, r.route_id, [h.port for h in r.next_hops], r.group) for r in self.routes[switch].routes]
+
+
+def _on_each(names, work, what):
+    """work(name) for every switch concurrently; every switch is tried, and the failures are
+    reported together, each naming its switch (a bug, not a ControlError, propagates as is)."""
+    if len(names) <= 1:
+        for name in names:
+            work(name)
+        return
+    with ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="fabric-switch") as pool:
+        futures = [pool.submit(work, name) for name in names]
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    for exc in failed:
+        if not isinstance(exc, ControlError):
+            raise exc
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        raise ControlError(f"{what} failed on {len(failed)} of {len(names)} switches:\n"
+                           + "\n".join(f"  {exc}" for exc in failed))
 
 
 def _seeded(knobs, switch):
