@@ -822,14 +822,20 @@ def call_function(self, info, n, ctx):
     if isinstance(fn.ret, T.VoidT):
         _call_with_copy_out(self, call_code, copy_out, ctx)
         return None
+    if fn.ret.aggregate:        # the result is copied out of the function's return storage
+        _call_with_copy_out(self, call_code, copy_out, ctx)
+        size = fn.ret.slots()
+        base = self.alloc(fn.ret, f"{decl.name}()")
+        ctx.em.line(f"S[{base}:{base + size}] = S[{fn.ret_store.slot}:{fn.ret_store.slot + size}]")
+        return agg(base, fn.ret)
     tmp = ctx.temp()
     _call_with_copy_out(self, f"{tmp} = {call_code}", copy_out, ctx)
     return Val("rv", fn.ret, tmp)
 
 
 class FunctionInfo:
-    def __init__(self, pyname, params, ret):
-        self.pyname, self.params, self.ret = pyname, params, ret
+    def __init__(self, pyname, params, ret, ret_store=None):
+        self.pyname, self.params, self.ret, self.ret_store = pyname, params, ret, ret_store
 
 
 def compile_function(self, decl, scope, prefix):
@@ -851,13 +857,15 @@ def compile_function(self, decl, scope, prefix):
         store = agg(base, pt) if pt.aggregate else lv(base, pt)
         fscope.declare(p.name, Sym("var", store))
         params.append((p.name, p.direction or "in", pt, store))
-    info = FunctionInfo(self.namer.fresh("f_", decl.name), params, ret)
+    ret_store = agg(self.alloc(ret, f"{decl.name}.return"), ret) if ret.aggregate else None
+    info = FunctionInfo(self.namer.fresh("f_", decl.name), params, ret, ret_store)
     cache[id(decl)] = info
     em = Emitter()
     em.line(f"def {info.pyname}(S):")
     em.indent()
     fctx = Ctx(fscope, em, "control", prefix)
     fctx.returns = None if isinstance(ret, T.VoidT) else ret
+    fctx.ret_store = ret_store
     mark = em.mark()
     self.stmts(decl.body.stmts, fctx)
     em.ensure_body(mark)

@@ -184,11 +184,12 @@ class Ctx:
         self.block_role = block_role  # 'parser','verify','ingress','egress','compute','deparser'
         self.tmp = 0
         self.returns = None           # return type for functions
+        self.ret_store = None         # where a function returning a header/struct/tuple puts it
 
     def child(self):
         c = Ctx(Scope(self.scope), self.em, self.where, self.prefix, self.action, self.parser, self.block_role)
         c.tmp_owner = self
-        c.returns = self.returns
+        c.returns, c.ret_store = self.returns, self.ret_store
         return c
 
     def temp(self):
@@ -1213,6 +1214,10 @@ class Compiler:
             if s.value is not None:
                 if ctx.returns is None:
                     self.err("return with a value outside a function", s.loc)
+                if ctx.ret_store is not None:
+                    self.assign(ctx.ret_store, self.expr(s.value, ctx, ctx.returns), ctx, s.value.loc)
+                    em.line("return")
+                    return
                 v = self.scalar(self.expr(s.value, ctx, ctx.returns), s.value.loc)
                 v = self.convert(v, ctx.returns, s.value.loc)
                 em.line(f"return {v.code}")
@@ -1339,6 +1344,9 @@ class Compiler:
             ctx.em.line(f"S[{lhs.slot}] = 1")
         elif isinstance(t, T.StructT):
             fields = t.fields
+            offs = t.offsets()
+        elif isinstance(t, T.ListT):
+            fields = [(i, et) for i, et in enumerate(t.types)]
             offs = t.offsets()
         else:
             self.err(f"cannot assign a list to {t}", loc)
@@ -1501,8 +1509,15 @@ class Compiler:
 
     def x_index(self, n, ctx, expected):
         base = self.expr(n.expr, ctx)
+        if base.kind == "agg" and isinstance(base.type, T.ListT):       # tuple element
+            i = self.const_int_val(n.index, ctx)
+            if not 0 <= i < len(base.type.types):
+                self.err(f"index {i} is out of bounds for {base.type}", n.index.loc)
+            et = base.type.types[i]
+            slot = slot_add(base.slot, base.type.offsets()[i])
+            return agg(slot, et) if et.aggregate else lv(slot, et)
         if base.kind != "agg" or not isinstance(base.type, T.StackT):
-            self.err("only header stacks can be indexed", n.loc)
+            self.err("only header stacks and tuples can be indexed", n.index.loc)
         idx = self.scalar(self.expr(n.index, ctx), n.index.loc)
         t = base.type
         if idx.is_const:
@@ -1526,14 +1541,34 @@ class Compiler:
             self.err(f"slice [{hi}:{lo}] is out of range for {b.type}", n.loc)
         if base.kind == "lv":
             return Val("slice_lv", T.BitT(hi - lo + 1), info=(base, hi, lo))
+        if base.kind == "slice_lv":       # x[7:4][1:0] is x[5:4]
+            inner, _, inner_lo = base.info
+            return Val("slice_lv", T.BitT(hi - lo + 1), info=(inner, inner_lo + hi, inner_lo + lo))
         w = hi - lo + 1
         if b.is_const:
             return lit((b.const >> lo) & ((1 << w) - 1), T.BitT(w))
         return Val("rv", T.BitT(w), f"(({b.code} >> {lo}) & {(1 << w) - 1})")
 
     def x_list(self, n, ctx, expected):
-        items = [self.expr(i, ctx) for i in n.items]
+        items = []
+        for node in n.items:
+            v, lines = self.captured(ctx, lambda: self.expr(node, ctx))
+            if lines:       # a call with side effects: the items before it are read first
+                items = [self.snapshot_all(i, ctx) for i in items]
+                ctx.em.lines.extend(lines)
+            items.append(v)
         return Val("list", T.ListT([i.type for i in items if i.type is not None]), items=items)
+
+    def snapshot_all(self, v, ctx):
+        """snapshot() for lists and aggregates too (copied into fresh storage)."""
+        if v.kind == "list":
+            return Val("list", v.type, items=[self.snapshot_all(i, ctx) for i in v.items])
+        if v.kind == "agg" and isinstance(v.slot, int):
+            n = v.type.slots()
+            base = self.alloc(v.type, "snapshot")
+            ctx.em.line(f"S[{base}:{base + n}] = S[{v.slot}:{v.slot + n}]")
+            return agg(base, v.type)
+        return self.snapshot(v, ctx)
 
     def captured(self, ctx, fn):
         """Run fn() (which translates an expression) and take back the statements it emitted

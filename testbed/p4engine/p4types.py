@@ -182,6 +182,14 @@ class ListT(P4Type):
     def slots(self):
         return sum(t.slots() for t in self.types)
 
+    def offsets(self):
+        """Element index -> slot offset (a tuple is laid out like a struct)."""
+        res, off = {}, 0
+        for i, t in enumerate(self.types):
+            res[i] = off
+            off += t.slots()
+        return res
+
 
 class ExternT(P4Type):
     def __init__(self, name, decl, targs=()):
