@@ -256,28 +256,32 @@ def test_slow_receiver_emits_pfc_that_throttles_the_sender(lab_factory):
 
 def test_cts_admission_bounds_the_receive_queue_of_a_16_to_1_incast(lab_factory, tmp_path):
     # 16 senders at 10 Mb/s each into one receiver whose buffer drains at 10 Mb/s (its link):
-    # without CTS the queue builds to most of the data and the receiver asks for PFC; with CTS
-    # every sender holds at most one buffer of credit, so the queue stays under 16 buffers.
+    # without CTS the queue builds to most of the data and the receiver asks for PFC; with
+    # per-connection CTS every sender holds at most one buffer of credit, so the queue stays
+    # under 16 buffers; with a receiver-wide budget it stays under the budget, whatever N is.
     lab = lab_factory(17)
-    senders, buffer_bytes, size = 16, 16384, 17 * 64 * 1024
+    senders, buffer_bytes, budget, size = 16, 16384, 16384, 17 * 64 * 1024
     base = {"pattern": "incast", "sizes": [size], "chunk_bytes": 8192, "timeout_s": 60,
             "nic": {"line_rate_mbps": 10, "slow_rx_mbps": 10, "pfc_xoff_bytes": 320 * 1024,
                     "pfc_xon_bytes": 128 * 1024}}
+    modes = {"off": {"enabled": False}, "per-connection": {"enabled": True, "buffer_bytes": buffer_bytes},
+             "budget": {"enabled": True, "buffer_bytes": buffer_bytes, "budget_bytes": budget}}
     runs = {}
-    for cts in (False, True):
-        outputs, reports = run_job(lab, tmp_path, {**base, "cts": {"enabled": cts, "buffer_bytes": buffer_bytes}},
-                                   timeout=90)
+    for mode, cts in modes.items():
+        outputs, reports = run_job(lab, tmp_path, {**base, "cts": cts}, timeout=90)
         for code, out, err in outputs:
             assert code == 0, err
         assert all(r["status"] == "ok" for r in reports)
         root = reports[0]
         assert root["bytes"]["rx"] == root["bytes"]["expected_rx"] == senders * size // 17
         assert root["results"][0]["time_us"] * 1e-6 >= senders * size // 17 * 8 / 10e6 * 0.95  # the drain
-        runs[cts] = root["counters"]
-    without, with_cts = runs[False], runs[True]
+        runs[mode] = root["counters"]
+    without, per_conn, wide = runs["off"], runs["per-connection"], runs["budget"]
     assert without["rx_buffer_peak"] > 1.5 * senders * buffer_bytes and without["pfc_tx"] >= 1
-    assert with_cts["rx_buffer_peak"] <= senders * buffer_bytes and with_cts["pfc_tx"] == 0
-    assert with_cts["cts_tx"] >= senders and without["cts_tx"] == 0
+    assert per_conn["rx_buffer_peak"] <= senders * buffer_bytes and per_conn["pfc_tx"] == 0
+    assert wide["rx_buffer_peak"] <= budget < per_conn["rx_buffer_peak"] and wide["pfc_tx"] == 0
+    assert per_conn["cts_tx"] >= senders and wide["cts_tx"] >= senders * 64 * 1024 // 8192
+    assert without["cts_tx"] == 0
 
 
 def test_sigterm_ends_a_rank_with_a_report_saying_so(lab_factory, tmp_path):

@@ -13,7 +13,11 @@ A job is a JSON object; every key but ``ranks`` and ``pattern`` has a default::
       "chunk_bytes": 65536,               # WRITE message size (CTS credit unit, pipeline chunk)
       "alltoallv_weights": [[...], ...],  # alltoallv only: n x n non-negative numbers, row r = how
                                           # rank r's buffer splits over the ranks (default: uneven, fixed)
-      "cts": {"enabled": true, "buffer_bytes": 262144, "refresh_s": 0.02},
+      "cts": {"enabled": true, "buffer_bytes": 262144, "refresh_s": 0.02,
+              "budget_bytes": null},      # receiver-wide: all credit granted and not yet consumed
+                                          # <= budget, one chunk per waiting sender in turn
+                                          # (budget / chunk_bytes senders at a time); null: each
+                                          # connection has buffer_bytes of credit on its own
       "dcqcn": {"enabled": false, "g": 0.0039, ...},   # traffic.dcqcn.DcqcnParams
       "classes": {"data": {"dscp": 26, "priority": 3, "ecn": "ect0"},
                   "cnp": {"dscp": 48, "priority": 6}, "control": {"dscp": 46, "priority": 7}},
@@ -71,6 +75,7 @@ class Job:
     cts: bool = True
     cts_buffer_bytes: int = 262144
     cts_refresh_s: float = 0.02
+    cts_budget_bytes: int = None
     nic: NicConfig = field(default_factory=NicConfig)
     timeout_s: float = 60.0
     control_port: int = 18515
@@ -210,8 +215,9 @@ def parse_job(data):
     cts = data.get("cts", {"enabled": True})
     if isinstance(cts, bool):
         cts = {"enabled": cts}
-    if not isinstance(cts, dict) or set(cts) - {"enabled", "buffer_bytes", "refresh_s"}:
-        raise JobError("job.cts: expected true/false or {\"enabled\", \"buffer_bytes\", \"refresh_s\"}")
+    if not isinstance(cts, dict) or set(cts) - {"enabled", "buffer_bytes", "refresh_s", "budget_bytes"}:
+        raise JobError("job.cts: expected true/false or {\"enabled\", \"buffer_bytes\", \"refresh_s\", "
+                       "\"budget_bytes\"}")
     chunk = _int(data, "chunk_bytes", 65536, 4)
     spread = data.get("qp_spread", "round_robin")
     if spread not in ("round_robin", "split"):
@@ -223,6 +229,8 @@ def parse_job(data):
         qp_spread=spread, chunk_bytes=chunk, cts=bool(cts.get("enabled", True)),
         cts_buffer_bytes=_int(cts, "buffer_bytes", max(4 * chunk, 262144), 4, None, "job.cts"),
         cts_refresh_s=_num(cts, "refresh_s", 0.02, "job.cts"),
+        cts_budget_bytes=(_int(cts, "budget_bytes", None, 4, None, "job.cts")
+                          if cts.get("budget_bytes") is not None else None),
         nic=nic, timeout_s=_num(data, "timeout_s", 60), control_port=_int(data, "control_port", 18515, 1, 65535),
         qpn_base=_int(data, "qpn_base", 0x100, 2, 0xFFFFFF),
         gateway_mac=_mac(data["gateway_mac"], "job.gateway_mac") if data.get("gateway_mac") else None,
@@ -234,6 +242,9 @@ def parse_job(data):
     if job.cts and job.cts_buffer_bytes < job.chunk_bytes:
         raise JobError(f"job.cts.buffer_bytes: {job.cts_buffer_bytes} is smaller than one chunk "
                        f"({job.chunk_bytes} bytes): no WRITE could ever be granted")
+    if job.cts and job.cts_budget_bytes is not None and job.cts_budget_bytes < job.chunk_bytes:
+        raise JobError(f"job.cts.budget_bytes: {job.cts_budget_bytes} is smaller than one chunk "
+                       f"({job.chunk_bytes} bytes): no sender could ever be admitted")
     top = job.qpn(job.n - 1, job.channels - 1, job.qps_per_connection - 1)
     if top > 0xFFFFFF:
         raise JobError(f"job.qpn_base: QP numbers would exceed 24 bits (highest {top:#x})")

@@ -27,6 +27,7 @@ def rank_report(runner):
         "config": {
             "channels": job.channels, "qps_per_connection": job.qps_per_connection, "qp_spread": job.qp_spread,
             "chunk_bytes": job.chunk_bytes, "cts": job.cts, "cts_buffer_bytes": job.cts_buffer_bytes,
+            "cts_budget_bytes": job.cts_budget_bytes,
             "dcqcn": cfg.dcqcn.to_dict() if cfg.dcqcn else None,
             "line_rate_mbps": cfg.line_rate_bps / 1e6, "mtu": cfg.mtu, "lat_timeout_s": cfg.ack_timeout,
             "classes": {k: vars(v) for k, v in cfg.classes.items()},

@@ -55,6 +55,7 @@ class Connection:
         self.recv_cum = 0            # arrived in order
         self.consumed = 0            # taken in by the host (= recv_cum unless the NIC is a slow receiver)
         self.granted_sent = 0
+        self.recv_released = 0       # receive mark of the phases started so far
         self.last_rx = 0.0
 
 
@@ -129,6 +130,9 @@ class RankRunner:
         self.next_hop_macs = {}
         self._epoch = 0
         self._cts_check = 0.0
+        self._msg_size = None        # set by _plan: until then a CTS only records its credit
+        self._credit_out = 0         # receiver-wide mode: credit granted, not yet consumed
+        self._admit_next = 0         # receiver-wide mode: whose turn it is for the next chunk
 
     # -- set-up ----------------------------------------------------------------------------------
     def _resolve_mac(self, peer, deadline):
@@ -201,14 +205,47 @@ class RankRunner:
         self.log(f"rank {self.rank}: barrier {label} passed")
 
     # -- CTS ------------------------------------------------------------------------------------
+    # Two modes. Per connection (no cts.budget_bytes): each (peer, channel) may have one buffer
+    # of credit beyond what the host consumed, so N senders may have N buffers in flight.
+    # Receiver-wide (cts.budget_bytes = B): all credit granted and not yet consumed stays <= B,
+    # handed out one chunk at a time to the connections that wait, in turn (B / chunk senders
+    # at a time), and only for phases this rank has started (credit held for a later phase
+    # could starve the sender this phase waits for).
+    def _credit_limit(self, conn):
+        cap = conn.recv_released if self.job.cts_budget_bytes else conn.recv_planned
+        return min(conn.consumed + self.job.cts_buffer_bytes, cap)
+
     def _grant(self, conn, force=False):
-        """Credit = what the host has consumed + one buffer: in-flight bytes stay within the buffer."""
-        new = min(conn.consumed + self.job.cts_buffer_bytes, conn.recv_planned)
+        """Per-connection credit; `force` re-sends the current grant (CTS is unacknowledged)."""
+        new = self._credit_limit(conn)
         if new > conn.granted_sent and (force or new - conn.granted_sent >= self.job.chunk_bytes
                                          or new == conn.recv_planned):
             conn.granted_sent = new
             self.nic.send_cts(conn.peer_ip, conn.peer_mac, self.rank, conn.channel, new)
         elif force and conn.granted_sent > conn.recv_cum:
+            self.nic.send_cts(conn.peer_ip, conn.peer_mac, self.rank, conn.channel, conn.granted_sent)
+
+    def _admit(self):
+        """Receiver-wide budget: grant waiting connections a chunk each, round robin, while it lasts."""
+        order = list(self.conns.values())
+        chunk = self.job.chunk_bytes
+        free = self.job.cts_budget_bytes - self._credit_out
+        start = self._admit_next
+        for i in range(len(order)):
+            if free <= 0:
+                return
+            idx = (start + i) % len(order)
+            conn = order[idx]
+            want = self._credit_limit(conn) - conn.granted_sent
+            if want <= 0:
+                continue
+            step = min(want, chunk, free)
+            if step < min(want, chunk):
+                return                     # wait until a whole chunk (or the rest) fits
+            conn.granted_sent += step
+            self._credit_out += step
+            free -= step
+            self._admit_next = idx + 1
             self.nic.send_cts(conn.peer_ip, conn.peer_mac, self.rank, conn.channel, conn.granted_sent)
 
     def _on_rx_bytes(self, qp, nbytes):
@@ -219,7 +256,12 @@ class RankRunner:
     def _on_rx_consumed(self, qp, nbytes):
         conn = qp.context
         conn.consumed += nbytes
-        if self.job.cts:
+        if not self.job.cts:
+            return
+        if self.job.cts_budget_bytes:
+            self._credit_out -= nbytes
+            self._admit()
+        else:
             self._grant(conn)
 
     def _on_cts(self, _src_ip, src_rank, channel, granted):
@@ -237,7 +279,10 @@ class RankRunner:
         self._cts_check = now + self.job.cts_refresh_s
         for conn in self.conns.values():
             if conn.consumed < conn.recv_planned and now - conn.last_rx > self.job.cts_refresh_s:
-                self._grant(conn, force=True)
+                if not self.job.cts_budget_bytes:
+                    self._grant(conn, force=True)
+                elif conn.granted_sent > conn.recv_cum:
+                    self.nic.send_cts(conn.peer_ip, conn.peer_mac, self.rank, conn.channel, conn.granted_sent)
 
     # -- sending ---------------------------------------------------------------------------------
     def _on_write_done(self, qp, msg):
@@ -245,6 +290,8 @@ class RankRunner:
 
     def _pump(self, conn):
         limit = min(conn.send_target, conn.granted)
+        if conn.posted >= limit or self._msg_size is None:
+            return          # nothing released yet (a CTS may arrive before this rank planned)
         chunk = self._msg_size
         nqps = len(conn.qps)
         while conn.posted < limit:
@@ -294,7 +341,11 @@ class RankRunner:
         return runs
 
     def _start_phase(self, run):
-        sends, _ = run.phases[run.idx]
+        sends, recvs = run.phases[run.idx]
+        for conn, mark in recvs:
+            conn.recv_released = mark
+        if self.job.cts and self.job.cts_budget_bytes:
+            self._admit()
         for conn, mark, phase_no in sends:
             conn.send_target = mark
             conn.imm_at[mark] = phase_no & 0xFFFFFFFF
@@ -320,7 +371,8 @@ class RankRunner:
         if job.cts:
             for conn in self.conns.values():
                 conn.last_rx = start
-                self._grant(conn, force=True)
+                if not job.cts_budget_bytes:
+                    self._grant(conn, force=True)
         for run in runs:
             self._advance(run, start)
         while not all(r.done for r in runs):
