@@ -227,3 +227,31 @@ def test_list_items_are_read_left_to_right_around_a_call_with_side_effects():
             hdr.tag.b = t[0];
         }""", "pkt.emit(hdr.tag);")
     assert run(src, b"\x01\x00") == [(1, b"\x0b\x01")]
+
+
+# ------------------------------------------------------------------ P4Info names as p4c gives them
+
+NAMING = TAG + """
+struct local_t { bit<8> flag; }
+"""
+
+
+def test_p4info_names_follow_p4c_for_annotated_declarations():
+    src = v1switch(NAMING, "state start { pkt.extract(hdr.tag); transition accept; }", """
+        action fwd(bit<9> port) { sm.egress_spec = port; }
+        table t {
+            key = { hdr.tag.a & 0x0f : exact; meta.loc.flag : exact; meta.top.flag : exact; }
+            actions = { fwd; NoAction; }
+            @name("ap") @max_group_size(16) implementation = action_selector(HashAlgorithm.crc16, 32w64, 32w14);
+        }
+        apply { t.apply(); digest(1, { hdr.tag.a }); }""", "pkt.emit(hdr.tag);",
+                   meta='@name("renamed") local_t loc; @name(".top_level") local_t top;')
+    src = src.replace("control I(", '@name("altName")\ncontrol I(')
+    p4info = compile_source(src).p4info
+    table = p4info.tables[0]
+    assert table.preamble.name == "I.t"                     # the instance's name, not the type's @name
+    assert [m.name for m in table.match_fields] == [
+        "hdr.tag.a & 0xf", "meta.renamed.flag", "top_level.flag"]
+    (profile,) = p4info.action_profiles
+    assert (profile.preamble.name, profile.max_group_size) == ("ap", 16)
+    assert [d.preamble.name for d in p4info.digests] == ["digest_0"]

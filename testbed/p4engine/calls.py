@@ -719,8 +719,8 @@ def digest_info(self, data, n, declared=None):
                 self.err(f"digest struct {t.name}: field '{fname}' must be a bit<W> value", n.loc)
             fields.append((fname, T.width_of(ft)))
     elif data.kind == "list":
+        name = f"digest_{self.digest_counter}"       # p4c counts anonymous digests from 0
         self.digest_counter += 1
-        name = f"digest_{self.digest_counter}"
         fields = [(f"field_{i}", w) for i, (_, w, _) in enumerate(self.flatten(data, n.loc))]
         t = None
     else:

@@ -148,27 +148,39 @@ def anno_string(annos, name):
     return None
 
 
-def expr_text(node):
-    """Render an expression the way p4c names keys in P4Info (hdr.ipv4.dstAddr, ...)."""
+def expr_text(node, member_name=None):
+    """Render an expression the way p4c names keys in P4Info (hdr.ipv4.dstAddr, ...).
+
+    member_name(node) may give a member's text in place of `base.field` (a struct field's @name)."""
+    def text(n):
+        return expr_text(n, member_name)
+
     k = node.kind
     if k == "name":
         return node.name
     if k == "member":
-        return f"{expr_text(node.expr)}.{node.name}"
+        renamed = member_name(node) if member_name else None
+        return renamed if renamed is not None else f"{text(node.expr)}.{node.name}"
     if k == "index":
-        return f"{expr_text(node.expr)}[{expr_text(node.index)}]"
+        return f"{text(node.expr)}[{text(node.index)}]"
     if k == "slice":
-        return f"{expr_text(node.expr)}[{expr_text(node.hi)}:{expr_text(node.lo)}]"
-    if k == "int":
-        return str(node.value)
+        return f"{text(node.expr)}[{text(node.hi)}:{text(node.lo)}]"
+    if k == "int":      # as p4c's Constant::toString: [width w|s] base prefix, digits
+        base = getattr(node, "base", 10)
+        digits = {16: "x", 8: "o", 2: "b"}
+        value = abs(node.value)
+        number = format(value, digits[base]) if base in digits else str(value)
+        prefix = f"0{digits[base]}" if base in digits else ""
+        width = f"{node.width}{'s' if node.signed else 'w'}" if node.width else ""
+        return f"{'-' if node.value < 0 else ''}{width}{prefix}{number}"
     if k == "call" and node.func.kind == "member" and node.func.name == "isValid":
-        return f"{expr_text(node.func.expr)}.$valid$"
+        return f"{text(node.func.expr)}.$valid$"
     if k == "call":
-        return f"{expr_text(node.func)}()"
+        return f"{text(node.func)}()"
     if k == "binop":
-        return f"{expr_text(node.left)} {node.op} {expr_text(node.right)}"
+        return f"{text(node.left)} {node.op} {text(node.right)}"
     if k == "cast":
-        return expr_text(node.expr)
+        return text(node.expr)
     if k == "type_member":
         return f"{node.type_name}.{node.name}"
     return k
@@ -513,7 +525,7 @@ class Compiler:
         self.field_lists_from_meta(mtype, mbase)
         regions = {"H": agg(hbase, htype), "M": agg(mbase, mtype), "SM": agg(smbase, smtype)}
         for role, bd, a in block_decls:
-            name = anno_string(bd.annos, "name") or bd.name
+            name = bd.name      # p4c qualifies with the instance's name; an @name on the type is ignored
             fn = self.compile_block_instance(bd, name, role, regions, a)
             self.out.entry_points[role] = fn
 
@@ -796,7 +808,7 @@ class Compiler:
                     w = T.width_of(v.type)
                     if w is None:
                         self.err(f"table key must be a bit<W> value, not {v.type}", ke.expr.loc)
-                    kname = anno_string(ke.annos, "name") or expr_text(ke.expr)
+                    kname = anno_string(ke.annos, "name") or expr_text(ke.expr, lambda m: self.field_key_name(m, ctx))
                     if mk == "selector":
                         valid = self.valid_slot_of(ke.expr, ctx)
                         info.selector_keys.append((kname, w, v, valid))
@@ -821,11 +833,11 @@ class Compiler:
                 elif p.name == "size":
                     info.size = self.const_int(p.value, "table size")
                 elif p.name == "implementation":
-                    info.implementation = self.table_extern(p.value, ctx, prefix, name, ("action_profile", "action_selector"))
+                    info.implementation = self.table_extern(p.value, ctx, prefix, name, ("action_profile", "action_selector"), p.annos)
                 elif p.name == "counters":
-                    info.direct_counter = self.table_extern(p.value, ctx, prefix, name, ("direct_counter",))
+                    info.direct_counter = self.table_extern(p.value, ctx, prefix, name, ("direct_counter",), p.annos)
                 elif p.name == "meters":
-                    info.direct_meter = self.table_extern(p.value, ctx, prefix, name, ("direct_meter",))
+                    info.direct_meter = self.table_extern(p.value, ctx, prefix, name, ("direct_meter",), p.annos)
                 elif p.name == "support_timeout":
                     info.idle_timeout = True
                 elif p.name in ("max_group_size", "selector_size_semantics", "selector_max_group_size"):
@@ -880,6 +892,22 @@ class Compiler:
         self.emit_table_apply(info)
         return info
 
+    def field_key_name(self, member, ctx):
+        """A key's text for `base.field` when the struct field has @name (p4c's KeyNameGenerator
+        uses the field's external name; a leading '.' drops everything to its left)."""
+        try:
+            base, _ = self.captured(ctx, lambda: self.expr(member.expr, ctx))
+        except P4Error:
+            return None
+        if base.kind != "agg" or not isinstance(base.type, T.StructT):
+            return None
+        name = anno_string(base.type.field_annos.get(member.name), "name")
+        if name is None:
+            return None
+        if name.startswith("."):
+            return name[1:]
+        return f"{expr_text(member.expr, lambda m: self.field_key_name(m, ctx))}.{name}"
+
     def valid_slot_of(self, expr, ctx):
         """The validity slot of the header a key field belongs to (None if not a header field)."""
         if expr.kind == "member":
@@ -891,7 +919,7 @@ class Compiler:
                 return base.slot
         return None
 
-    def table_extern(self, value, ctx, prefix, table_name, kinds):
+    def table_extern(self, value, ctx, prefix, table_name, kinds, annos=None):
         if value.kind == "name":
             s = ctx.scope.lookup(value.name)
             if s is None or s.kind != "extern" or s.info.type_name not in kinds:
@@ -903,8 +931,11 @@ class Compiler:
                 self.err(f"expected a {' or '.join(kinds)} here, not {tname}", value.loc)
             args = [self.expr(a, ctx) for a in value.args]
             targs = [self.resolve_type(a) for a in value.type.args] if value.type.kind == "t_spec" else []
-            # an anonymous implementation/counter/meter is named after its table
-            return self.build_extern(tname, table_name, targs, args, [], value.loc)
+            # an anonymous implementation/counter/meter is named after its table, or exactly
+            # as the property's @name says (p4c adds no control prefix there)
+            name = anno_string(annos, "name")
+            name = name.lstrip(".") if name is not None else table_name
+            return self.build_extern(tname, name, targs, args, annos or [], value.loc)
         self.err(f"expected a {' or '.join(kinds)} instance", value.loc)
 
     def action_call_const(self, node, ctx, what):

@@ -784,7 +784,9 @@ class AstBuilder(Transformer):
         v, w, s = parse_int_literal(str(ch[0]))
         if w is not None and w <= 0:
             raise P4Error(f"integer literal '{ch[0]}' has a non-positive width", self._loc(meta))
-        return Node("int", self._loc(meta), value=v, width=w, signed=s)
+        low = re.sub(r"^\d+[ws]", "", str(ch[0]).lower())
+        base = {"0x": 16, "0b": 2, "0o": 8}.get(low[:2], 10)     # p4c names keys in the literal's base
+        return Node("int", self._loc(meta), value=v, width=w, signed=s, base=base)
 
     @v_args(meta=True)
     def true_lit(self, meta, ch):
