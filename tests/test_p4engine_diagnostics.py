@@ -67,6 +67,12 @@ CASES = [
         "    apply { hash(meta.m, HashAlgorithm.random, 8w0, { hdr.h.a }, 8w4); }") + TAIL,
      "HashAlgorithm.random", ["random"]),
     ("no main", ingress("    apply { }"), None, ["main"]),
+    ("label after default", ingress("""    apply { switch (hdr.h.a) { 1: { } default: { } 2: { } } }""") + TAIL,
+     "2: { } } }", ["default", "last"]),
+    ("two default labels", ingress("""    apply { switch (hdr.h.a) { default: { } default: { } } }""") + TAIL,
+     "default: { } } }", ["default", "last"]),
+    ("'_' with no type to take", ingress("    apply { hdr.h.a = _; }") + TAIL, "_;", ["'_'"]),
+    ("sub-parser in a control", ingress("    P() p;\n    apply { }") + TAIL, "P() p", ["parser"]),
 ]
 
 
@@ -124,3 +130,9 @@ def test_check_command_prints_the_diagnostic_without_a_traceback(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr
     assert f"{bad}:{PRELUDE_LINES + 2}:" in out and "Traceback" not in out
+
+
+def test_empty_program_is_reported_against_its_own_file():
+    with pytest.raises(P4Error) as e:
+        compile_source("", filename="empty.p4")
+    assert str(e.value).startswith("empty.p4:1:1: error:") and "main" in str(e.value)

@@ -16,7 +16,7 @@ def _compile(decls, smap, source, filename):
     from .compiler import Compiler
     from .pipeline import Program
     try:
-        compiled = Compiler(decls, smap).compile()
+        compiled = Compiler(decls, smap, filename).compile()
     except P4Error as e:
         raise e.with_source_map(smap) from None
     except RecursionError:

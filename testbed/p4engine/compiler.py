@@ -250,7 +250,8 @@ class Compiled:
 
 
 class Compiler:
-    def __init__(self, decls, source_map):
+    def __init__(self, decls, source_map, filename="<program>"):
+        self.filename = filename
         self.decls = decls
         self.smap = source_map
         self.types = {}
@@ -366,7 +367,7 @@ class Compiler:
             self.declare_global(d)
         main = self.globals.lookup("main")
         if main is None or main.kind != "package_inst":
-            loc = self.decls[-1].loc if self.decls else Loc("<program>", 1, 1)
+            loc = self.decls[-1].loc if self.decls else Loc(self.filename, 1, 1)
             self.err("the program declares no package instance 'main' (expected V1Switch(...) main;)", loc)
         self.build_pipeline(main.info)
         out = self.out
@@ -1272,6 +1273,17 @@ class Compiler:
 
     def switch(self, s, ctx):
         em = ctx.em
+        seen, after_default = set(), False
+        for case in s.cases:
+            lab = case.label
+            if after_default:
+                self.err("'default' must be the last label of a switch", case.loc)
+            if isinstance(lab, Node) and lab.kind == "sw_default":
+                after_default = True
+            elif isinstance(lab, str):
+                if lab in seen:
+                    self.err(f"duplicate switch label '{lab}'", case.loc)
+                seen.add(lab)
         v = self.expr(s.expr, ctx)
         if v.kind == "apply_action_run":
             t = ctx.temp()
