@@ -138,26 +138,35 @@ def test_te_lab_installs_one_override_per_cross_leaf_demand():
     assert "TE with 8 overrides: uplink max/mean 2.00 -> 1.00" in result["conclusion"]
 
 
-def test_incast_lab_reads_the_receiver_port_queue(tmp_path):
+def test_incast_lab_compares_no_cts_per_connection_credit_and_a_receiver_wide_budget(tmp_path):
     lab = cli.load("incast")
     clos = build_clos(lab, True)
-    off, on = lab.phases(clos, True)
-    assert off.job["cts"]["enabled"] is False and on.job["cts"]["enabled"] is True
+    off, per_conn, budget = lab.phases(clos, True)
+    assert off.job["cts"]["enabled"] is False
+    assert per_conn.job["cts"]["enabled"] is True and "budget_bytes" not in per_conn.job["cts"]
+    # the budget admits less than the PFC XOFF threshold (24 packets of 1 KB) in total
+    assert budget.job["cts"]["budget_bytes"] < 24 * 1024 <= 8 * per_conn.job["cts"]["buffer_bytes"]
+    assert [p.label["cts"] for p in (off, per_conn, budget)] == ["off", "16 KB per sender", "receiver-wide 16 KB"]
     assert len(off.job["ranks"]) == 9 and off.label["incast"] == "8:1"
+    from traffic.job import parse_job
+    assert parse_job(budget.job).cts_budget_bytes == budget.job["cts"]["budget_bytes"]   # the runner takes it
     leaf, port = off.label["receiver_switch"], off.label["receiver_port"]
 
-    def queue(sw, p, depth, pfc, paused):
-        return {"switch": sw, "port": p, "priority": 3, "drops": 0, "max_depth": depth, "ecn_marked": 0,
+    def queue(sw, p, depth, pfc, paused, drops=0):
+        return {"switch": sw, "port": p, "priority": 3, "drops": drops, "max_depth": depth, "ecn_marked": 0,
                 "pfc_tx": pfc, "pfc_rx": 0, "paused_us": paused, "tx_packets": 100}
 
     result = _lab_from(lab, clos, [
-        _summary(clos, {}, queues=[queue(leaf, port, 60, 40, 900_000), queue("spine1", 1, 63, 0, 0)]),
+        _summary(clos, {}, queues=[queue(leaf, port, 60, 40, 900_000, drops=5), queue("spine1", 1, 63, 0, 0)]),
+        _summary(clos, {}, queues=[queue(leaf, port, 30, 4, 20_000)]),
         _summary(clos, {}, queues=[queue(leaf, port, 7, 0, 0)])])
-    off_row, on_row = result["phases"]
+    off_row, per_conn_row, budget_row = result["phases"]
     assert (off_row["receiver_queue_pkts"], off_row["peak_queue_pkts"], off_row["pfc_frames"]) == (60, 63, 40)
-    assert off_row["paused_ms"] == 900.0
-    assert (on_row["receiver_queue_pkts"], on_row["pfc_frames"]) == (7, 0)
-    assert "peaks at 60 packets with 40 PFC frames" in result["conclusion"]
+    assert off_row["paused_ms"] == 900.0 and off_row["drops"] == 5
+    assert (budget_row["receiver_queue_pkts"], budget_row["pfc_frames"]) == (7, 0)
+    assert "pfc-only 60 pkts, 40 PFC, 900 ms, 5 drops" in result["conclusion"]
+    assert "cts-budget 7 pkts, 0 PFC, 0 ms, 0 drops" in result["conclusion"]
+    assert "receiver-wide 16 KB" in lab.table(result)
     assert lab.plot(result, tmp_path / "lab.png") == "lab.png"
 
 

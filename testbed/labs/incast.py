@@ -1,21 +1,27 @@
 """Lab incast: N:1 incast with PFC only vs with receiver-driven CTS admission.
 
 Sixteen ranks write to one receiver at once (nccl-tests' gather; --quick: eight). With PFC
-only, every sender starts at line rate, the receiver's leaf port queue fills to the XOFF
+only, every sender starts at line rate, the receiver's leaf port queue fills past the XOFF
 threshold and the fabric pauses upstream ports over and over (PFC storms spread the
-congestion back to the senders). With CTS, the receiver grants credit to a few senders at
-a time, so the queue in front of it stays short and hardly anything is paused. Same
-bytes, same fabric; the figures are the peak queue depth (packets), PFC frames the
+congestion back to the senders). Two kinds of CTS admission follow: credit per connection
+(each sender may have one buffer in flight: N senders, N buffers, the queue still builds)
+and a receiver-wide budget (Meta's: the receiver admits a bounded total, a chunk to a few
+senders at a time, so the queue in front of it stays below XOFF and nothing is paused).
+Same bytes, same fabric; the figures are the peak queue depth (packets), PFC frames the
 switches sent, time queues spent paused, drops, and how long the incast took.
 """
 from testbed.labs import metrics
 from testbed.labs.base import Column, Lab, Phase, pyplot
 
 PER_SENDER_BYTES = 64 * 1024
-# The receiver grants one 16-packet chunk at a time: below the PFC XOFF threshold (24
-# packets), so an admitted burst cannot pause anyone. (The runner's default grant, 256 KB,
-# admits every 64 KB sender of four at once: 4:1 incast again.)
-CHUNK_BYTES = 16 * 1024
+# Grants go out in 8-packet chunks. Per connection every sender may hold two of them (16 KB);
+# the receiver-wide budget is also 16 KB in total: two senders at a time, at most 16 packets
+# queued at the receiver's port, under the PFC XOFF threshold (24 packets).
+CHUNK_BYTES = 8 * 1024
+BUFFER_BYTES = 16 * 1024
+BUDGET_BYTES = 16 * 1024
+ADMISSION = [("pfc-only", None), ("cts-per-conn", {"enabled": True, "buffer_bytes": BUFFER_BYTES}),
+             ("cts-budget", {"enabled": True, "buffer_bytes": BUFFER_BYTES, "budget_bytes": BUDGET_BYTES})]
 
 
 class Incast(Lab):
@@ -23,7 +29,7 @@ class Incast(Lab):
     title = "N:1 incast: PFC only vs receiver-driven CTS admission"
     finding = ("under incast, PFC alone lets queues fill and pauses spread upstream; Meta's receiver-driven "
                "CTS admission keeps the queue at the receiver bounded with few or no PFC pauses")
-    columns = [Column("incast", "incast"), Column("cts", "CTS"),
+    columns = [Column("incast", "incast"), Column("cts", "CTS admission"),
                Column("receiver_queue_pkts", "receiver port peak (pkts)"),
                Column("peak_queue_pkts", "any port peak (pkts)"), Column("pfc_frames", "PFC frames"),
                Column("paused_ms", "paused (ms)", "{:.1f}"), Column("drops", "drops"),
@@ -41,13 +47,14 @@ class Incast(Lab):
         from testbed.net.experiment import FabricSettings, job_for
         n = 9 if quick else 17
         out = []
-        for cts in (False, True):
-            job = job_for(clos, "incast", [n * PER_SENDER_BYTES], nranks=n, cts=cts, chunk_bytes=CHUNK_BYTES,
-                          name=f"incast-{'cts' if cts else 'pfc-only'}")
-            job["cts"]["buffer_bytes"] = CHUNK_BYTES
+        for name, cts in ADMISSION:
+            job = job_for(clos, "incast", [n * PER_SENDER_BYTES], nranks=n, cts=bool(cts), chunk_bytes=CHUNK_BYTES,
+                          name=f"incast-{name}")
+            if cts:
+                job["cts"] = dict(cts)
             receiver = clos.hosts[job["ranks"][0]["host"]].nics[0]
-            out.append(Phase("pfc+cts" if cts else "pfc-only", FabricSettings(hash="5tuple", pfc=True), job,
-                             label={"incast": f"{n - 1}:1", "cts": "on" if cts else "off",
+            out.append(Phase(name, FabricSettings(hash="5tuple", pfc=True), job,
+                             label={"incast": f"{n - 1}:1", "cts": _admission(cts),
                                     "receiver_switch": receiver.leaf, "receiver_port": receiver.leaf_port}))
         return out
 
@@ -64,15 +71,17 @@ class Incast(Lab):
         r = rows[0] if rows else {}
         return {"receiver": f"rank 0 behind {r.get('receiver_switch')} port {r.get('receiver_port')}",
                 "queue limit": f"{self.port_defaults['queue_depth']} packets per priority queue on every port; "
-                               "PFC XOFF/XON at the controller's thresholds (24/12)"}
+                               "PFC XOFF/XON at the controller's thresholds (24/12)",
+                "CTS": f"grants of {CHUNK_BYTES // 1024} KB chunks; per connection {BUFFER_BYTES // 1024} KB each; "
+                       f"receiver-wide budget {BUDGET_BYTES // 1024} KB in total"}
 
     def conclusion(self, rows, notes):
-        if len(rows) < 2:
-            return ""
-        off, on = rows
-        return (f"without CTS the receiver's queue peaks at {off['receiver_queue_pkts']} packets with "
-                f"{off['pfc_frames']} PFC frames ({off['paused_ms']:.0f} ms paused); with CTS "
-                f"{on['receiver_queue_pkts']} packets, {on['pfc_frames']} PFC frames ({on['paused_ms']:.0f} ms)")
+        done = [r for r in rows if r["status"] == "ok"]
+        if not done:
+            return "no phase completed: see the errors"
+        return "receiver queue peak / PFC frames / paused / drops: " + "; ".join(
+            f"{r['phase']} {r['receiver_queue_pkts']} pkts, {r['pfc_frames']} PFC, {r['paused_ms']:.0f} ms, "
+            f"{r['drops']} drops" for r in done)
 
     def plot(self, lab, path):
         rows = lab["phases"]
@@ -83,7 +92,8 @@ class Incast(Lab):
                 ("paused_ms", "paused (ms)")]
         fig, axes = plt.subplots(1, len(keys), figsize=(9, 3.2))
         for ax, (key, label) in zip(axes, keys):
-            ax.bar([r["phase"] for r in rows], [r.get(key) or 0 for r in rows], color=["tab:red", "tab:green"])
+            ax.bar([r["phase"] for r in rows], [r.get(key) or 0 for r in rows],
+                   color=["tab:red", "tab:orange", "tab:green"][:len(rows)])
             ax.set_title(label, fontsize=9)
             ax.tick_params(labelsize=8)
         fig.suptitle(f"{rows[0]['incast']} incast: PFC only vs CTS admission", fontsize=10)
@@ -91,6 +101,14 @@ class Incast(Lab):
         fig.savefig(path, dpi=100)
         plt.close(fig)
         return path.name
+
+
+def _admission(cts):
+    if not cts:
+        return "off"
+    if cts.get("budget_bytes"):
+        return f"receiver-wide {cts['budget_bytes'] // 1024} KB"
+    return f"{cts['buffer_bytes'] // 1024} KB per sender"
 
 
 LAB = Incast()

@@ -105,11 +105,10 @@ def expected_max_mean(flows_per_leaf, uplinks_per_leaf, leaves, trials=20000, se
 
 
 def ring_job(clos, size, seed=0, qps=1, name=None):
-    """Ring AllReduce on every host, ring neighbours on different leaves (see interleaved).
-    Without CTS admission: that is the incast lab's subject, and a CTS can crash a rank
-    still in its start barrier (labs-notes.md)."""
+    """Ring AllReduce on every host, ring neighbours on different leaves (see interleaved),
+    with the runner's default per-connection CTS admission."""
     from testbed.net.experiment import job_for
-    job = job_for(clos, "ring_allreduce", [size], qps_per_connection=qps, cts=False, name=name)
+    job = job_for(clos, "ring_allreduce", [size], qps_per_connection=qps, name=name)
     job["ranks"] = interleaved(job["ranks"], seed)
     return job
 
