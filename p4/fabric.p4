@@ -282,6 +282,11 @@ register<bit<48>, bit<32>>(PORT_PRIO_SLOTS) pfc_last_xoff_us;
  * to the true deq_qdepth at every dequeue (egress). Lets ingress send XOFF when the
  * queue passes the threshold instead of after the packet has waited in it. */
 register<bit<32>, bit<32>>(PORT_PRIO_SLOTS) queue_occupancy;
+/* Per egress queue (port, priority): bit p set while upstream port p is paused because of
+ * it (ports 0-63; higher ones resume when their pause time runs out). The queue sends
+ * their XONs as it drains, one per dequeue at or below XON: a paused upstream sends no
+ * packets, so no packet of its own could ever carry its XON. */
+register<bit<64>, bit<32>>(PORT_PRIO_SLOTS) pfc_waiting;
 
 /* ---------------------------------------------------------------- parser */
 
@@ -701,6 +706,9 @@ control FabricIngress(inout headers_t hdr,
                     if (paused == 0 || now_us - last_xoff >= meta.pfc_refresh_us) {
                         pfc_paused.write(meta.port_prio, 1);
                         pfc_last_xoff_us.write(meta.port_prio, now_us);
+                        bit<64> waiting;
+                        pfc_waiting.read(waiting, queue_slot);
+                        pfc_waiting.write(queue_slot, waiting | ((bit<64>)1 << standard_metadata.ingress_port));
                         meta.pfc_clone_kind = PFC_CLONE_XOFF;
                         meta.pfc_clone_prio = (bit<8>)meta.prio;
                         meta.pfc_port = standard_metadata.ingress_port;
@@ -853,7 +861,9 @@ control FabricEgress(inout headers_t hdr,
                 }
             }
 
-            /* --- PFC: XOFF above the threshold, XON once the queue has drained --- */
+            /* --- PFC: XOFF while the queue stays above the threshold, XON once it has
+             * drained. deq_qdepth, not enq_qdepth: a packet that arrived at a deep queue
+             * may leave an empty one, and pausing again then would wait out the pause. */
             if (pfc_egress_config.apply().hit) {
                 queue_occupancy.write(queue_slot, (bit<32>)standard_metadata.deq_qdepth);
                 bit<32> upstream = ((bit<32>)standard_metadata.ingress_port << 3) | (bit<32>)meta.prio;
@@ -862,21 +872,39 @@ control FabricEgress(inout headers_t hdr,
                 bit<48> now_us = standard_metadata.egress_global_timestamp;
                 pfc_paused.read(paused, upstream);
                 pfc_last_xoff_us.read(last_xoff, upstream);
-                if ((bit<32>)standard_metadata.enq_qdepth >= meta.pfc_xoff) {
+                if ((bit<32>)standard_metadata.deq_qdepth >= meta.pfc_xoff) {
                     if (paused == 0 || now_us - last_xoff >= meta.pfc_refresh_us) {
                         pfc_paused.write(upstream, 1);
                         pfc_last_xoff_us.write(upstream, now_us);
+                        bit<64> waiting;
+                        pfc_waiting.read(waiting, queue_slot);
+                        pfc_waiting.write(queue_slot, waiting | ((bit<64>)1 << standard_metadata.ingress_port));
                         meta.pfc_clone_kind = PFC_CLONE_XOFF;
                         meta.pfc_clone_prio = (bit<8>)meta.prio;
                         meta.pfc_port = standard_metadata.ingress_port;
                         clone_preserving_field_list(CloneType.E2E, PFC_SESSION, 1);
                     }
-                } else if (paused == 1 && (bit<32>)standard_metadata.deq_qdepth <= meta.pfc_xon) {
-                    pfc_paused.write(upstream, 0);
-                    meta.pfc_clone_kind = PFC_CLONE_XON;
-                    meta.pfc_clone_prio = (bit<8>)meta.prio;
-                    meta.pfc_port = standard_metadata.ingress_port;
-                    clone_preserving_field_list(CloneType.E2E, PFC_SESSION, 1);
+                } else if ((bit<32>)standard_metadata.deq_qdepth <= meta.pfc_xon) {
+                    bit<64> waiting;
+                    pfc_waiting.read(waiting, queue_slot);
+                    if (waiting != 0) {
+                        /* XON to the lowest paused port (binary search for its bit); the
+                         * packets still queued release the others, one per dequeue */
+                        bit<64> lowest = waiting & (~waiting + 1);
+                        bit<9> port = 0;
+                        if ((lowest & 0xFFFFFFFF00000000) != 0) { port = port + 32; }
+                        if ((lowest & 0xFFFF0000FFFF0000) != 0) { port = port + 16; }
+                        if ((lowest & 0xFF00FF00FF00FF00) != 0) { port = port + 8; }
+                        if ((lowest & 0xF0F0F0F0F0F0F0F0) != 0) { port = port + 4; }
+                        if ((lowest & 0xCCCCCCCCCCCCCCCC) != 0) { port = port + 2; }
+                        if ((lowest & 0xAAAAAAAAAAAAAAAA) != 0) { port = port + 1; }
+                        pfc_waiting.write(queue_slot, waiting & ~lowest);
+                        pfc_paused.write(((bit<32>)port << 3) | (bit<32>)meta.prio, 0);
+                        meta.pfc_clone_kind = PFC_CLONE_XON;
+                        meta.pfc_clone_prio = (bit<8>)meta.prio;
+                        meta.pfc_port = port;
+                        clone_preserving_field_list(CloneType.E2E, PFC_SESSION, 1);
+                    }
                 }
             }
         }

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(bool(_engine_missing()), reason=_engine_missing(
 
 UPLINKS = (3, 4, 5, 6)
 ROCE_DSCP, CNP_DSCP = 26, 48
-REGISTERS = ("pfc_paused", "pfc_last_xoff_us", "queue_occupancy", "FabricIngress.flowlet_last_seen",
+REGISTERS = ("pfc_paused", "pfc_waiting", "pfc_last_xoff_us", "queue_occupancy", "FabricIngress.flowlet_last_seen",
              "FabricIngress.flowlet_member", "FabricIngress.ecmp_member_load")
 
 
@@ -321,7 +321,7 @@ def test_queue_above_xoff_sends_pfc_to_the_ingress_port_then_xon(fab):
     tx, more = egress(fab, originals[1], 2, now_us=800, deq_depth=1)
     assert more == []
 
-    # egress also sees a deep queue (enq_qdepth) and pauses the upstream again
+    # egress also sees a deep queue (what is still queued behind it) and pauses the upstream again
     tx, more = egress(fab, originals[2], 30, now_us=900)
     assert len(more) == 1 and pfc_frame(pfc_out(fab, more[0])[1])["times"][3] == expected_quanta
     assert counters(fab)["ports"][3][3]["pfc_tx"] - before == 4      # XOFF, refresh, XON, XOFF
@@ -353,6 +353,33 @@ def test_a_pfc_frame_is_served_before_the_full_data_queues_of_the_port_it_leaves
     (port, data), = egress(fab, job, 0)[0]
     assert port == 1 and pfc_frame(data)["classes"] == 1 << 3
     assert towards_h1.depth(3) == towards_h1.depth_limit[3]           # the data still waits behind it
+
+
+def test_every_upstream_a_queue_paused_gets_its_xon_as_the_queue_drains(fab):
+    """A paused upstream sends nothing, so its XON cannot ride on a packet of its own: the
+    queue's dequeues at or below XON release the paused ports one by one."""
+    fab.ctl.set_pfc(xoff=4, xon=2, refresh_us=500)
+    to_h2 = {port: roce(fab, dst="10.1.1.2", in_port=port, src=src)
+             for port, src in ((1, "10.1.1.1"), (3, "10.1.2.1"))}
+    data, xoff_to = [], []
+    for port in (1, 1, 1, 1, 3, 1):                  # the 5th and 6th find 4 and 5 queued
+        for job in ingress(fab, port, to_h2[port], now_us=10):
+            if job.egress_port == CPU_PORT:
+                xoff_to.append(pfc_out(fab, job, now_us=10)[0])
+            else:
+                data.append(job)
+    assert xoff_to == [3, 1]
+
+    def dequeue(job, left):
+        tx, more = egress(fab, job, 0, now_us=20, deq_depth=left)
+        assert [p for p, _ in tx] == [2]
+        return [(port, pfc_frame(frame)["times"][3]) for port, frame, _ in (pfc_out(fab, m, 20) for m in more)]
+
+    assert dequeue(data[0], 4) == []                 # still at XOFF: within the refresh interval
+    assert dequeue(data[1], 3) == []                 # between XON and XOFF: nothing
+    assert dequeue(data[2], 2) == [(1, 0)]           # at XON: the lowest paused port first
+    assert dequeue(data[3], 1) == [(3, 0)]           # spine1's XON on h1's packet
+    assert dequeue(data[5], 0) == []                 # nobody is left paused
 
 
 def test_pfc_stays_quiet_on_lossy_priorities_and_when_off(fab):

@@ -77,6 +77,26 @@ class PfcConfig:
         return self
 
 
+#: Lossless priority 3's XOFF/XON for the ports' default 64-packet queues. What arrives after
+#: the queue passes XOFF must still fit (headroom = 64 - XOFF), per upstream port:
+#:   - the reaction: the XOFF waits for the packet on the wire (1 MTU, 0.9 ms at 10 Mb/s), the
+#:     upstream finishes the packet it is sending (1 MTU), propagation (0 by default) and the
+#:     engine switches' own service time (a few ms on a loaded 2-core machine): ~2-5 packets;
+#:   - the emulated NIC's pacer burst: after a pause it sends its 16 KB token bucket back to
+#:     back (~15 packets of 1 KB) before it sees the next XOFF.
+#: A leaf queue is fed by up to 3 ports (2 hosts + a spine): 2 x (15 + 5) + 5 = 45 packets,
+#: so XOFF 16 leaves 48 (XOFF 24 tail-dropped lossless traffic in the 2:1 oversubscribed
+#: ring). XON 8 still holds ~7 ms of work at 10 Mb/s while the upstreams resume.
+#: The pause an XOFF asks for is long (200 ms, Knobs.pfc_pause_us) and the queue's XON ends it:
+#: a paused upstream sends nothing that could trigger a refresh, so a short pause ran out while
+#: the queue was still full and the upstream's burst overflowed it.
+DEFAULT_PFC_XOFF, DEFAULT_PFC_XON, DEFAULT_PFC_REFRESH_US = 16, 8, 10_000
+
+
+def default_pfc():
+    return PfcConfig(DEFAULT_PFC_XOFF, DEFAULT_PFC_XON, DEFAULT_PFC_REFRESH_US)
+
+
 @dataclass(frozen=True)
 class Knobs:
     """Everything settable at runtime on one switch (defaults: the lab's starting point)."""
@@ -87,8 +107,8 @@ class Knobs:
     hash_seed: int = 0
     dscp_map: Dict[int, int] = field(default_factory=lambda: dict(DEFAULT_DSCP_MAP))
     ecn: Dict[int, EcnProfile] = field(default_factory=lambda: {3: EcnProfile(5, 20, 0.2)})
-    pfc: Dict[int, PfcConfig] = field(default_factory=lambda: {3: PfcConfig(24, 12, 10_000)})
-    pfc_pause_us: int = 20_000         # pause time an XOFF asks for (quanta follow the link rate)
+    pfc: Dict[int, PfcConfig] = field(default_factory=lambda: {3: default_pfc()})
+    pfc_pause_us: int = 200_000        # pause an XOFF asks for (quanta follow the link rate): XON ends it sooner
 
     def check(self):
         if self.hash_mode not in HASH_MODES:
@@ -150,7 +170,7 @@ class Knobs:
             _check_priority(prio, "PFC priority")
         pfc = dict(self.pfc)
         if enabled:
-            template = next(iter(self.pfc.values()), PfcConfig(24, 12, 10_000))
+            template = next(iter(self.pfc.values()), default_pfc())
             new = {}
             for prio in priorities:
                 old = self.pfc.get(prio, template)
