@@ -103,6 +103,24 @@ def test_lost_packet_counts_oos_naks_once_and_go_back_n_delivers_every_byte_once
     assert p.qb.stats["rx_bytes"] == 40 * 1024 and p.qb.epsn == 40
 
 
+def test_ack_rtt_times_a_messages_last_packet_to_its_ack_and_skips_resent_ones():
+    p = Pair(mtu=1024, line_rate_bps=1e9)
+    p.a.post_write(p.qa, 4 * 1024)
+    p.to_b(p.a_sends())
+    p.t += 0.0042                               # the ACK to the ackreq packet comes back 4.2 ms later
+    p.to_a()
+    assert p.a.report()["ack_rtt_us"] == {"samples": 1, "min": 4200.0, "median": 4200.0, "max": 4200.0}
+    # A lost message: its last packet goes out twice, so its ACK cannot be timed (Karn's rule).
+    p.a.post_write(p.qa, 2 * 1024)
+    p.to_b([f for i, f in enumerate(p.a_sends()) if i != 0])
+    p.to_a()                                    # the NAK: go back and resend both
+    p.to_b(p.a_sends())
+    p.t += 0.001
+    p.to_a()
+    assert p.qa.stats["retransmits"] == 2 and not p.qa.outstanding
+    assert p.a.report()["ack_rtt_us"]["samples"] == 1
+
+
 def test_duplicates_are_acked_not_delivered_twice():
     p = Pair(line_rate_bps=1e9)
     p.a.post_write(p.qa, 2048)

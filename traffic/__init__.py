@@ -24,7 +24,9 @@ Modules and the API other parts call
 ``traffic.runner``
     ``RankRunner(job, rank).run() -> report dict`` — what ``rocelab traffic run`` does.
     CTS: a receiver grants each (peer, channel) credit = bytes its host consumed +
-    ``cts.buffer_bytes``; senders post WRITEs only within it.
+    ``cts.buffer_bytes``; senders post WRITEs only within it. With ``cts.budget_bytes`` the
+    receiver also bounds its total: credit granted and not yet consumed stays within the
+    budget, a chunk at a time to the waiting connections in turn (receiver-driven admission).
 ``traffic.report``
     ``rank_report(runner)``; ``nccl_table(report) -> str`` (size, count, type, redop, root,
     time, algbw, busbw); ``perftest_table(report) -> str`` (stream pattern).
@@ -35,7 +37,9 @@ Modules and the API other parts call
     data_tx_bytes, data_rx_bytes, oos, duplicates, cnp_tx, cnp_rx, ce_rx, pfc_rx, pfc_tx,
     retransmits, lat_timeouts, naks_tx/rx, acks_tx/rx, cts_tx/rx, icrc_errors, rx_buffer_peak
     (slow receiver's high-water mark, bytes), ...},
-    pfc_rx_by_priority, paused_seconds_by_priority, timing, qps [per-QP counters + dcqcn state].
+    pfc_rx_by_priority, paused_seconds_by_priority, ack_rtt_us {samples, min, median, max} (a
+    message's last packet to its ACK, resends excluded: the RTT through the fabric), timing,
+    qps [per-QP counters + dcqcn state].
 ``traffic.collectives``
     ``PATTERNS`` (ring_allreduce, tree_allreduce, allgather, reducescatter, alltoall, alltoallv, incast,
     pipeline, stream), ``schedule(pattern, rank, n, size, chunk) -> [Phase]``,

@@ -179,6 +179,7 @@ class QueuePair:
         self.dcqcn = Dcqcn(nic.cfg.line_rate_bps, nic.cfg.dcqcn, nic.now()) if nic.cfg.dcqcn else None
         self.dcqcn_next = 0.0
         self.next_va = 0x10000000
+        self.rtt_probe = None          # (psn, sent at): the last packet of a message, timed to its ACK
         # responder
         self.epsn = 0
         self.msn = 0
@@ -231,6 +232,7 @@ class QueuePair:
             d = self.outstanding[self.resend_idx]
             self.resend_idx += 1
             self.stats["retransmits"] += 1
+            self.rtt_probe = None                 # an ACK now may answer either copy (Karn)
             return d
         msg = self.pending[0]
         mtu = self.nic.cfg.mtu
@@ -252,6 +254,8 @@ class QueuePair:
             self.pending.popleft()
         if not self.outstanding:
             self.timer_start = self.nic.now()
+        if last and self.rtt_probe is None:       # ACK requested: the responder answers at once
+            self.rtt_probe = (self.next_psn, self.nic.now())
         self.outstanding.append(d)
         self.resend_idx = len(self.outstanding)
         self.next_psn = (self.next_psn + 1) & PSN_MASK
@@ -268,6 +272,10 @@ class QueuePair:
             return
         popped = 0
         out = self.outstanding
+        probe = self.rtt_probe
+        if probe is not None and psn_diff(psn, probe[0]) >= 0:
+            self.rtt_probe = None
+            self.nic.ack_rtt.append(now - probe[1])
         while out and psn_diff(out[0][0], psn) <= 0:
             d = out.popleft()
             popped += 1
@@ -365,6 +373,7 @@ class Nic:
             "rx_buffer_peak"), 0)
         self.pfc_rx_by_priority = [0] * 8
         self.paused_seconds = [0.0] * 8
+        self.ack_rtt = []            # seconds from a message's last packet to its ACK (no resends)
 
     @staticmethod
     def build(pkt):
@@ -710,12 +719,22 @@ class Nic:
         return {"iface": self.iface, "mac": self.mac, "ip": self.ip, **self.stats, **totals,
                 "pfc_rx_by_priority": list(self.pfc_rx_by_priority),
                 "paused_seconds_by_priority": [round(s, 6) for s in self.paused_seconds],
+                "ack_rtt_us": rtt_summary(self.ack_rtt),
                 "qps": [qp.summary() for qp in self._qp_list]}
 
     def close(self):
         for s in (self.sock, self.sink):
             if s:
                 s.close()
+
+
+def rtt_summary(samples):
+    """min/median/max (microseconds) of ACK round trips: the fabric's RTT as this NIC saw it."""
+    if not samples:
+        return {"samples": 0, "min": None, "median": None, "max": None}
+    ordered = sorted(samples)
+    return {"samples": len(ordered), "min": round(ordered[0] * 1e6, 1),
+            "median": round(ordered[len(ordered) // 2] * 1e6, 1), "max": round(ordered[-1] * 1e6, 1)}
 
 
 IP_PROTO = 14 + 9

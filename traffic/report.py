@@ -41,6 +41,7 @@ def rank_report(runner):
         "counters": {k: nic.get(k, 0) for k in COUNTER_KEYS},
         "pfc_rx_by_priority": nic.get("pfc_rx_by_priority", [0] * 8),
         "paused_seconds_by_priority": nic.get("paused_seconds_by_priority", [0] * 8),
+        "ack_rtt_us": nic.get("ack_rtt_us", {"samples": 0, "min": None, "median": None, "max": None}),
         "timing": runner.timing,
         "qps": qps,
     }
