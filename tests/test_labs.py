@@ -175,14 +175,28 @@ def test_flowlet_lab_states_the_rtt_and_sweeps_gaps(tmp_path):
     lab = cli.load("flowlet")
     clos = build_clos(lab, True)
     phases = lab.phases(clos, True)
-    assert [p.settings.flowlet_gap_us for p in phases] == [200, 5000]
+    assert [p.settings.flowlet_gap_us for p in phases] == [1000, 40000]
     assert all(p.settings.hash == "flowlet" for p in phases)
     # four links of 10 Mb/s: 1098-byte frames 878 us each, 62-byte ACKs 50 us each
     assert base_rtt_us(10, 10, 1024) == pytest.approx(4 * 878.4 + 4 * 49.6)
-    result = _lab_from(lab, clos, [_summary(clos, {}, oos=30), _summary(clos, {}, oos=1)])
+    # the phases' measured RTT: the median over the ranks of each rank's median ACK RTT
+    for phase, medians in (("gap1000us", [20000.0, 25000.0, 21000.0]), ("gap40000us", [30000.0])):
+        (tmp_path / phase / "ranks").mkdir(parents=True)
+        for i, m in enumerate(medians):
+            (tmp_path / phase / "ranks" / f"rank{i}.json").write_text(json.dumps(
+                {"ack_rtt_us": {"samples": 5, "min": m - 1000, "median": m, "max": m + 9000}}))
+    assert metrics.ack_rtt_us(tmp_path / "gap1000us") == (21000.0, 19000.0)
+    facts = {}
+    rows = []
+    for phase, summary in zip(phases, [_summary(clos, {}, oos=30), _summary(clos, {}, oos=1)]):
+        facts["dir"] = tmp_path / phase.name
+        rows.append({"phase": phase.name, "dir": phase.name, **phase.label, **lab.row(phase, summary, facts),
+                     "attempts": 1, "status": "ok"})
+    result = lab.build(clos, rows, True, "engine", clos.scale, [])
     assert [r["oos"] for r in result["phases"]] == [30 * 8, 8]
-    assert result["notes"]["rtt_us"] == pytest.approx(3712.0)
-    assert "half RTT 1856 us" in lab.table(result)
+    assert [r["rtt_us"] for r in result["phases"]] == [21000.0, 30000.0]
+    assert result["notes"]["rtt_us"] == pytest.approx(4 * 4392 + 4 * 248)      # 2 Mb/s links
+    assert "half RTT 9280 us" in lab.table(result) and "measured RTT: 21000..30000 us" in lab.table(result)
     assert lab.plot(result, tmp_path / "lab.png") == "lab.png"
 
 

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 SCHEMA = "rocelab-lab/1"
-# A phase whose collective failed runs once more: ranks can die at start-up for reasons
-# unrelated to the lab's variable (a CTS overtaking the start barrier, see the report);
-# the row records the attempts and lab.json keeps every attempt's errors.
+# A phase whose collective failed runs once more (a loaded machine can starve a rank past
+# its timeout); the row records the attempts and lab.json keeps every attempt's errors.
 RETRIES = 1
 
 
@@ -78,7 +77,8 @@ class Lab:
         raise NotImplementedError
 
     def row(self, phase, summary, facts):
-        """The figures this lab keeps from one phase (keys of its columns)."""
+        """The figures this lab keeps from one phase (keys of its columns); facts: what the
+        phase's `before` returned, and "dir", the phase's output directory."""
         raise NotImplementedError
 
     def notes(self, clos, rows):
@@ -154,9 +154,10 @@ def run_lab(lab, out, quick=False, target="engine", name_prefix=None, grpc_base_
                 errors += [f"{phase.name} (attempt {attempt}): {e}" for e in summary["errors"]]
                 if summary["collective"]["status"] == "ok":
                     break
-                log(f"*** {phase.name}: the collective failed (attempt {attempt}); see labs-notes on rank crashes")
+                log(f"*** {phase.name}: the collective failed (attempt {attempt}); see {out / where}/ranks/")
             scale = summary["scale"]
-            rows.append({"phase": phase.name, "dir": where, **phase.label, **lab.row(phase, summary, facts),
+            figures = lab.row(phase, summary, {**facts, "dir": out / where})
+            rows.append({"phase": phase.name, "dir": where, **phase.label, **figures,
                          "attempts": attempt, "status": summary["collective"]["status"]})
     result = lab.build(clos, rows, quick, target, scale, errors)
     result["elapsed_s"] = round(time.monotonic() - t0, 1)

@@ -32,7 +32,8 @@ class Flowlets(Lab):
     title = "flowlet switching: out-of-order packets vs the flowlet gap"
     finding = ("flowlet switching rebalances at idle gaps; a gap shorter than the path delay difference "
                "reorders packets (receiver OOS counter), and OOS falls as the gap grows toward half an RTT")
-    columns = [Column("gap_us", "flowlet gap (us)"), Column("gap_of_rtt", "gap / RTT", "{:.2f}"),
+    columns = [Column("gap_us", "flowlet gap (us)"), Column("gap_of_rtt", "gap / base RTT", "{:.2f}"),
+               Column("rtt_us", "measured RTT (us)", "{:.0f}"),
                Column("oos", "OOS packets"), Column("retransmits", "resent"),
                Column("uplink_max_mean", "uplink max/mean", "{:.2f}"),
                Column("busbw_mbps", "busbw (Mb/s)", "{:.2f}")]
@@ -41,7 +42,9 @@ class Flowlets(Lab):
         return dict(metrics.RING_SHAPE)
 
     def gaps(self, quick):
-        return [200, 5000] if quick else [100, 500, 1000, 2000, 5000, 20000]
+        # At 2 Mb/s a flow's packets are 4.4 ms apart and the base RTT is ~18.6 ms: from
+        # per-packet spraying (gap < spacing) to above the RTT.
+        return [1000, 40000] if quick else [1000, 3000, 6000, 10000, 20000, 40000]
 
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings
@@ -57,7 +60,8 @@ class Flowlets(Lab):
                            self.port_defaults.get("delay_us", 0.0))
 
     def row(self, phase, summary, facts):
-        return {"oos": metrics.host_total(summary, "oos"),
+        median, _ = metrics.ack_rtt_us(facts["dir"]) if "dir" in facts else (None, None)
+        return {"oos": metrics.host_total(summary, "oos"), "rtt_us": median,
                 "retransmits": metrics.host_total(summary, "retransmits"),
                 "uplink_max_mean": metrics.round_or_none(metrics.load_ratio(metrics.uplinks(summary))),
                 "busbw_mbps": metrics.round_or_none(metrics.busbw_mbps(summary))}
@@ -66,7 +70,10 @@ class Flowlets(Lab):
         mtu = rows[0]["mtu"] if rows else 1024
         rtt = base_rtt_us(clos.spec.link_rate_mbps, clos.spec.uplink_rate_mbps, mtu, self.port_defaults.get("delay_us", 0.0))
         spacing = (mtu + DATA_OVERHEAD) * 8 / clos.spec.link_rate_mbps
+        measured = sorted(r["rtt_us"] for r in rows if r.get("rtt_us"))
         return {"base RTT": f"{rtt:.0f} us unloaded (half RTT {rtt / 2:.0f} us); queueing adds to it",
+                "measured RTT": (f"{measured[0]:.0f}..{measured[-1]:.0f} us (median ACK RTT of the ranks, per phase: "
+                                 "serialization, queueing and the emulation's own delay)" if measured else "-"),
                 "packet spacing": f"{spacing:.0f} us between a flow's packets at line rate: a gap below it "
                                   "makes every packet a new flowlet",
                 "rtt_us": round(rtt, 1), "packet_spacing_us": round(spacing, 1)}

@@ -115,4 +115,26 @@ def ring_job(clos, size, seed=0, qps=1, name=None):
 
 # The Clos the ring labs share: each leaf's 4 hosts send 4 ring flows up over 4 uplinks
 # that run at the host rate (1:1), so where the hash puts them decides the collective's speed.
-RING_SHAPE = dict(spines=4, leaves=2, hosts_per_leaf=4, link_rate_mbps=10.0, oversubscription=1.0)
+# 2 Mb/s, not 10: at 10 Mb/s on a loaded 2-core machine the engine switches could not drain
+# their ports at line rate (qpscaling, 5-tuple: uplinks 7-14% utilized with 30-90 packets
+# queued, busbw 6-9% of line whatever the hashing), so the CPU, not the links, set the pace
+# and hashing could not matter. At 2 Mb/s the doubled uplink ran at 84%: link-bound again.
+RING_SHAPE = dict(spines=4, leaves=2, hosts_per_leaf=4, link_rate_mbps=2.0, oversubscription=1.0)
+
+
+def ack_rtt_us(phase_dir):
+    """The median of the ranks' ACK RTTs (traffic NIC reports, resends excluded), and their min."""
+    import json
+    from pathlib import Path
+    medians, mins = [], []
+    for path in sorted(Path(phase_dir, "ranks").glob("rank*.json")):
+        try:
+            rtt = json.loads(path.read_text()).get("ack_rtt_us") or {}
+        except (OSError, ValueError):
+            continue
+        if rtt.get("samples"):
+            medians.append(rtt["median"])
+            mins.append(rtt["min"])
+    if not medians:
+        return None, None
+    return sorted(medians)[len(medians) // 2], min(mins)
