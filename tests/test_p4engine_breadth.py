@@ -255,3 +255,49 @@ def test_p4info_names_follow_p4c_for_annotated_declarations():
     (profile,) = p4info.action_profiles
     assert (profile.preamble.name, profile.max_group_size) == ("ap", 16)
     assert [d.preamble.name for d in p4info.digests] == ["digest_0"]
+
+
+# ------------------------------------------------------------------ header unions
+
+UNION = """
+header byte_t { bit<8> data; }
+header short_t { bit<16> data; }
+header_union U { byte_t byte; short_t short; }
+header sel_t { bit<8> kind; }
+struct headers_t { sel_t sel; U u; U[2] us; }
+"""
+
+
+def test_header_union_member_valid_at_a_time_and_emitted():
+    src = v1switch(UNION, """
+        state start { pkt.extract(hdr.sel); transition select(hdr.sel.kind) { 1: one; 2: two; default: accept; } }
+        state one { pkt.extract(hdr.u.byte); transition accept; }
+        state two { pkt.extract(hdr.u.short); transition accept; }""", """
+        apply {
+            sm.egress_spec = hdr.u.isValid() ? 9w1 : 9w2;
+            if (hdr.u.byte.isValid()) { hdr.u.short.setValid(); hdr.u.short.data = 0xabcd; }
+        }""", "pkt.emit(hdr.sel); pkt.emit(hdr.u);")
+    # the byte member is replaced by the short one: setValid on a member invalidates the others
+    assert run(src, b"\x01\x07rest") == [(1, b"\x01\xab\xcdrest")]
+    assert run(src, b"\x02\x12\x34") == [(1, b"\x02\x12\x34")]
+    assert run(src, b"\x03") == [(2, b"\x03")]
+
+
+def test_stack_of_header_unions_extracts_next_member():
+    src = v1switch(UNION, """
+        state start { pkt.extract(hdr.sel); transition select(hdr.sel.kind) { 1: b; default: s; } }
+        state b { pkt.extract(hdr.us.next.byte); transition select(hdr.us.lastIndex) { 0: s; default: accept; } }
+        state s { pkt.extract(hdr.us.next.short); transition accept; }""", """
+        apply {
+            sm.egress_spec = 1;
+            if (hdr.us[0].byte.isValid() && hdr.us[1].short.isValid()) { sm.egress_spec = 3; }
+        }""", "pkt.emit(hdr.sel); pkt.emit(hdr.us);")
+    assert run(src, b"\x01\x07\x12\x34") == [(3, b"\x01\x07\x12\x34")]
+    assert run(src, b"\x02\x12\x34") == [(1, b"\x02\x12\x34")]
+
+
+def test_header_union_misuse_is_a_located_error():
+    src = v1switch(UNION, "state start { pkt.extract(hdr.us.next); transition accept; }", "apply { }", "")
+    with pytest.raises(P4Error) as e:
+        compile_source(src, filename="u.p4")
+    assert "u.p4:" in str(e.value) and "header" in str(e.value)

@@ -82,6 +82,7 @@ def call_method(self, m, n, ctx):
                 return Val("rv", T.BOOL, f"(S[{obj.slot}] == 1)")
             if name == "setValid":
                 ctx.em.line(f"S[{obj.slot}] = 1")
+                _invalidate_siblings(obj, ctx)
                 return None
             if name == "setInvalid":
                 ctx.em.line(f"S[{obj.slot}] = 0")
@@ -90,6 +91,10 @@ def call_method(self, m, n, ctx):
                 return lit(t.bit_width, T.INTLIT)
             if name == "minSizeInBytes":
                 return lit(t.bit_width // 8, T.INTLIT)
+        if isinstance(t, T.UnionT) and name == "isValid":
+            _need_args(self, n, 0, "isValid()")
+            slots = t.validity_slots(obj.slot)
+            return Val("rv", T.BOOL, "(" + " or ".join(f"S[{s}] == 1" for s in slots) + ")" if slots else "False")
         if isinstance(t, T.StackT) and name in ("push_front", "pop_front"):
             _need_args(self, n, 1, name)
             count = self.const_int_val(n.args[0], ctx)
@@ -144,6 +149,12 @@ def stack_shift(self, st, count, ctx):
         em.line(f"S[{st.slot}] = max(S[{st.slot}] - {k}, 0)")
 
 
+def _invalidate_siblings(header, ctx):
+    """A header_union member just became valid: the other members become invalid."""
+    for s in header.siblings or ():
+        ctx.em.line(f"S[{s}] = 0")
+
+
 # ------------------------------------------------------------------------------ packets
 def call_packet(self, kind, name, n, ctx):
     em = ctx.em
@@ -163,10 +174,11 @@ def call_packet(self, kind, name, n, ctx):
                 target = self.expr(n.args[0], ctx)
             if target is None:
                 self.err("extract needs a header type", n.loc)
-            elif target.kind == "stack_next":
+            elif target.kind == "stack_next" and isinstance(target.type, T.HeaderT):
                 self.extract_code(target, ctx, n.loc, stack=True)
             elif target.kind == "agg" and isinstance(target.type, T.HeaderT):
                 self.extract_code(target, ctx, n.loc)
+                _invalidate_siblings(target, ctx)
             else:
                 self.err("extract needs a header (or a header stack's .next)", n.args[0].loc)
             return None
@@ -289,7 +301,13 @@ def extract_code(self, target, ctx, loc, stack=False):
         em.line(f"{idx} = S[{target.slot}]")
         em.line(f"if {idx} >= {st.size}: raise ParserError({self.errors.index('StackOutOfBounds')}, o)")
         base = ctx.temp()
-        em.line(f"{base} = {target.slot} + 1 + {idx} * {t.slots()}")
+        em.line(f"{base} = {target.slot} + 1 + {idx} * {st.elem.slots()}")
+        if target.name is not None:          # a member of a header_union element: `u.next.h`
+            offs = st.elem.offsets()
+            for member, off in offs.items():
+                if member != target.name:
+                    em.line(f"S[{base} + {off}] = 0")
+            em.line(f"{base} += {offs[target.name]}")
     else:
         base = target.slot
     end = ctx.temp()

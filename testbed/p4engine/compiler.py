@@ -30,13 +30,15 @@ class Val:
     method (obj, name), 'apply' a table apply result (code evaluates to (hit, action_name)).
     const holds the Python value of compile-time constants.
     """
-    __slots__ = ("kind", "code", "type", "slot", "const", "items", "info", "obj", "name", "loc", "valid")
+    __slots__ = ("kind", "code", "type", "slot", "const", "items", "info", "obj", "name", "loc", "valid",
+                 "siblings")
 
     def __init__(self, kind, type=None, code=None, slot=None, const=None, items=None, info=None,
                  obj=None, name=None, loc=None):
         self.kind, self.type, self.code, self.slot, self.const = kind, type, code, slot, const
         self.items, self.info, self.obj, self.name, self.loc = items, info, obj, name, loc
         self.valid = None      # for a header field: its header's validity slot
+        self.siblings = None   # for a header_union member: the other members' validity slots
 
     @property
     def is_const(self):
@@ -343,8 +345,8 @@ class Compiler:
         if k == "t_stack":
             elem = self.resolve_type(node.elem, tvars)
             size = self.const_int(node.size, "header stack size")
-            if not isinstance(elem, T.HeaderT):
-                self.err(f"header stacks must hold headers, not {elem}", node.loc)
+            if not isinstance(elem, (T.HeaderT, T.UnionT)):
+                self.err(f"header stacks must hold headers or header unions, not {elem}", node.loc)
             return T.StackT(elem, size)
         self.err(f"unsupported type syntax '{k}'", node.loc)
 
@@ -382,7 +384,7 @@ class Compiler:
         k = d.kind
         if k == "typedef":
             self.types[d.name] = self.resolve_type(d.type)
-        elif k in ("header", "struct"):
+        elif k in ("header", "struct", "header_union"):
             fields, annos = [], {}
             seen = set()
             for f in d.fields:
@@ -390,6 +392,8 @@ class Compiler:
                     self.err(f"duplicate field '{f.name}' in {k} {d.name}", f.loc)
                 seen.add(f.name)
                 ft = self.resolve_type(f.type)
+                if k == "header_union" and not isinstance(ft, T.HeaderT):
+                    self.err(f"header_union member '{f.name}' must be a header, not {ft}", f.loc)
                 if k == "header":
                     if not isinstance(ft, (T.BitT, T.BoolT)) and not (isinstance(ft, T.EnumT) and ft.base):
                         self.err(f"header field '{f.name}' must be bit<W> or int<W>, not {ft}", f.loc)
@@ -397,7 +401,7 @@ class Compiler:
                         ft = ft.base
                 fields.append((f.name, ft))
                 annos[f.name] = f.annos
-            cls = T.HeaderT if k == "header" else T.StructT
+            cls = {"header": T.HeaderT, "struct": T.StructT, "header_union": T.UnionT}[k]
             t = cls(d.name, fields, annos)
             t.annos = d.annos
             if k == "header" and t.bit_width % 8:
@@ -1501,6 +1505,10 @@ class Compiler:
                 ft = t.field_type(name)
                 if ft is not None:
                     slot = slot_add(base.slot, t.offsets()[name])
+                    if isinstance(t, T.UnionT):       # making it valid invalidates the others
+                        v = agg(slot, ft)
+                        v.siblings = [s for s in t.validity_slots(base.slot) if s != slot]
+                        return v
                     if ft.aggregate:
                         return agg(slot, ft)
                     v = lv(slot, ft)
@@ -1510,11 +1518,15 @@ class Compiler:
                 if isinstance(t, T.HeaderT) and name in ("isValid", "setValid", "setInvalid", "minSizeInBits",
                                                           "minSizeInBytes"):
                     return Val("method", obj=base, name=name)
+                if isinstance(t, T.UnionT) and name == "isValid":
+                    return Val("method", obj=base, name=name)
                 self.err(f"{'header' if isinstance(t, T.HeaderT) else 'struct'} {t.name} has no field '{name}'", n.loc)
             if isinstance(t, T.StackT):
                 esz = t.elem.slots()
                 if name == "size":
                     return lit(t.size, T.INTLIT)
+                if isinstance(t.elem, T.UnionT) and name in ("last", "push_front", "pop_front"):
+                    self.err(f"'.{name}' on a stack of header unions is not supported by this engine", n.loc)
                 if name in ("next", "last"):
                     if ctx.where != "parser":
                         self.err(f"header stack .{name} can only be used in a parser", n.loc)
@@ -1529,6 +1541,11 @@ class Compiler:
                 if name in ("push_front", "pop_front"):
                     return Val("method", obj=base, name=name)
                 self.err(f"header stacks have no member '{name}'", n.loc)
+        if base.kind == "stack_next" and isinstance(base.type, T.UnionT) and base.name is None \
+                and isinstance(base.type.field_type(name), T.HeaderT):
+            # extract(u.next.h): the member h of the next union element
+            return Val("stack_next", base.type.field_type(name), slot=base.slot, info=base.info,
+                       name=name, loc=n.loc)
         if base.kind == "stack_next":
             self.err("use .next only as an extract target", n.loc)
         if base.kind == "apply":

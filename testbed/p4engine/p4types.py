@@ -136,6 +136,15 @@ class StructT(FieldsT):
         return self._size
 
 
+class UnionT(StructT):
+    """A header_union: laid out like a struct of its member headers; at most one is valid."""
+
+    def validity_slots(self, base):
+        """Slots (ints or code) of the members' validity bits for a union stored at `base`."""
+        from .codegen import slot_add
+        return [slot_add(base, off) for off in self.offsets().values()]
+
+
 class HeaderT(FieldsT):
     def offsets(self):
         if self._offsets is None:

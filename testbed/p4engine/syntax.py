@@ -210,7 +210,7 @@ def _syntax_error(e, loc_of, smap):
             msg = f"syntax error: unexpected '{what}'"
             if tok.type == "TYPE_IDENT":
                 msg += " (a type name here)"
-            if what in ("varbit", "header_union", "value_set", "tuple", "abstract", "this"):
+            if what in ("varbit", "value_set", "abstract", "this"):
                 msg = f"'{what}' is not supported by this engine (outside the P4 subset)"
         exp = sorted(x for x in (e.expected or ()) if not x.startswith("__"))
         if exp and len(exp) <= 6 and tok.type != "$END":
@@ -410,7 +410,7 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def union_decl(self, meta, ch):
-        raise P4Error("header_union is not supported by this engine (outside the P4 subset)", self._loc(meta))
+        return self._fields_decl("header_union", meta, ch)
 
     @v_args(meta=True)
     def field(self, meta, ch):
