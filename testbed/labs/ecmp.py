@@ -20,12 +20,14 @@ class EcmpCollisions(Lab):
                Column("busiest_uplink_kb", "busiest uplink (KB)", "{:.0f}"),
                Column("idle_uplinks", "idle uplinks"), Column("busbw_mbps", "busbw (Mb/s)", "{:.2f}")]
 
+    port_defaults = metrics.RING_PORTS
+
     def shape(self, quick):
         return dict(metrics.RING_SHAPE)
 
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings
-        size = (256 if quick else 512) * 1024
+        size = metrics.ring_size(quick)
         seeds = range(2 if quick else 4)
         return [Phase(f"placement{s}", FabricSettings(hash="5tuple"),
                       metrics.ring_job(clos, size, seed=s, name=f"ring-placement{s}"), label={"placement_seed": s})

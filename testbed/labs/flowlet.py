@@ -38,6 +38,8 @@ class Flowlets(Lab):
                Column("uplink_max_mean", "uplink max/mean", "{:.2f}"),
                Column("busbw_mbps", "busbw (Mb/s)", "{:.2f}")]
 
+    port_defaults = metrics.RING_PORTS
+
     def shape(self, quick):
         return dict(metrics.RING_SHAPE)
 
@@ -48,7 +50,7 @@ class Flowlets(Lab):
 
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings
-        size = (256 if quick else 512) * 1024
+        size = metrics.ring_size(quick)
         job = metrics.ring_job(clos, size, seed=0, name="ring-flowlet")
         rtt = self._rtt(clos, job)
         return [Phase(f"gap{gap}us", FabricSettings(hash="flowlet", flowlet_gap_us=gap), job,

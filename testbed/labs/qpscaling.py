@@ -23,12 +23,14 @@ class QpScaling(Lab):
                Column("busbw_of_line", "of line rate", "{:.0%}"),
                Column("gain", "vs baseline", "{:+.0%}")]
 
+    port_defaults = metrics.RING_PORTS
+
     def shape(self, quick):
         return dict(metrics.RING_SHAPE)
 
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings
-        size = (256 if quick else 512) * 1024
+        size = metrics.ring_size(quick)
         sweep = [("5tuple", 1), ("qpn", 4)] if quick else [("5tuple", 1), ("qpn", 1), ("qpn", 2), ("qpn", 4),
                                                             ("qpn", 8)]
         return [Phase(f"{mode}-{qps}qp", FabricSettings(hash=mode),

@@ -59,12 +59,14 @@ class TrafficEngineering(Lab):
                Column("uplink_max_mean", "uplink max/mean", "{:.2f}"),
                Column("busbw_mbps", "busbw (Mb/s)", "{:.2f}")]
 
+    port_defaults = metrics.RING_PORTS
+
     def shape(self, quick):
         return dict(metrics.RING_SHAPE)
 
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings
-        size = (256 if quick else 512) * 1024
+        size = metrics.ring_size(quick)
         job = metrics.ring_job(clos, size, seed=PLACEMENT_SEED, name="ring-te")
         return [Phase("ecmp", FabricSettings(hash="5tuple"), job, label={"routing": "ECMP 5-tuple", "overrides": 0}),
                 Phase("te", FabricSettings(hash="5tuple"), job, before=install_plan(clos, job),
