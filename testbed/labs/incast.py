@@ -10,16 +10,17 @@ senders at a time, so the queue in front of it stays below XOFF and nothing is p
 Same bytes, same fabric; the figures are the peak queue depth (packets), PFC frames the
 switches sent, time queues spent paused, drops, and how long the incast took.
 """
+from testbed.control.knobs import DEFAULT_PFC_XOFF, DEFAULT_PFC_XON
 from testbed.labs import metrics
 from testbed.labs.base import Column, Lab, Phase, pyplot
 
 PER_SENDER_BYTES = 64 * 1024
-# Grants go out in 8-packet chunks. Per connection every sender may hold two of them (16 KB);
-# the receiver-wide budget is also 16 KB in total: two senders at a time, at most 16 packets
-# queued at the receiver's port, under the PFC XOFF threshold (24 packets).
-CHUNK_BYTES = 8 * 1024
+# Grants go out in 4-packet chunks. Per connection every sender may hold 16 KB; the
+# receiver-wide budget is 12 KB in total: three senders at a time, at most 12 packets queued
+# at the receiver's port, under the controller's PFC XOFF threshold (16 packets).
+CHUNK_BYTES = 4 * 1024
 BUFFER_BYTES = 16 * 1024
-BUDGET_BYTES = 16 * 1024
+BUDGET_BYTES = 12 * 1024
 ADMISSION = [("pfc-only", None), ("cts-per-conn", {"enabled": True, "buffer_bytes": BUFFER_BYTES}),
              ("cts-budget", {"enabled": True, "buffer_bytes": BUFFER_BYTES, "budget_bytes": BUDGET_BYTES})]
 
@@ -71,7 +72,7 @@ class Incast(Lab):
         r = rows[0] if rows else {}
         return {"receiver": f"rank 0 behind {r.get('receiver_switch')} port {r.get('receiver_port')}",
                 "queue limit": f"{self.port_defaults['queue_depth']} packets per priority queue on every port; "
-                               "PFC XOFF/XON at the controller's thresholds (24/12)",
+                               f"PFC XOFF/XON at the controller's thresholds ({DEFAULT_PFC_XOFF}/{DEFAULT_PFC_XON})",
                 "CTS": f"grants of {CHUNK_BYTES // 1024} KB chunks; per connection {BUFFER_BYTES // 1024} KB each; "
                        f"receiver-wide budget {BUDGET_BYTES // 1024} KB in total"}
 
