@@ -277,6 +277,8 @@ class RankRunner:
         if now < self._cts_check:
             return
         self._cts_check = now + self.job.cts_refresh_s
+        if self.job.cts_budget_bytes:
+            self._admit()
         for conn in self.conns.values():
             if conn.consumed < conn.recv_planned and now - conn.last_rx > self.job.cts_refresh_s:
                 if not self.job.cts_budget_bytes:
