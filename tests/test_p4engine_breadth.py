@@ -301,3 +301,53 @@ def test_header_union_misuse_is_a_located_error():
     with pytest.raises(P4Error) as e:
         compile_source(src, filename="u.p4")
     assert "u.p4:" in str(e.value) and "header" in str(e.value)
+
+
+# ------------------------------------------------------------------ varbit
+
+OPTS = """
+header base_t { bit<8> len; bit<8> kind; }
+header opts_t { bit<8> first; varbit<32> opts; bit<8> last; }
+struct headers_t { base_t base; opts_t o; opts_t copy; }
+"""
+PARSE_OPTS = """state start { pkt.extract(hdr.base); pkt.extract(hdr.o, (bit<32>)hdr.base.len); transition accept; }"""
+
+
+def test_varbit_extract_emit_and_compare():
+    src = v1switch(OPTS, PARSE_OPTS, """
+        apply {
+            sm.egress_spec = 1;
+            hdr.copy = hdr.o;
+            if (hdr.copy.opts == hdr.o.opts && hdr.copy == hdr.o) { sm.egress_spec = 2; }
+            hdr.copy.last = 0xee;
+            if (hdr.copy == hdr.o) { sm.egress_spec = 3; }
+        }""", "pkt.emit(hdr.base); pkt.emit(hdr.o); pkt.emit(hdr.copy);")
+    # 16 option bits: first, 2 bytes of options, last; the copy carries the same bytes
+    data = b"\x10\x00" + b"\xaa\x01\x02\xbb" + b"payload"
+    assert run(src, data) == [(2, b"\x10\x00" + b"\xaa\x01\x02\xbb" + b"\xaa\x01\x02\xee" + b"payload")]
+    assert run(src, b"\x00\x00\xaa\xbb") == [(2, b"\x00\x00\xaa\xbb" + b"\xaa\xee")]
+
+
+def test_varbit_length_errors_follow_bmv2_order():
+    src = v1switch(OPTS, PARSE_OPTS, """
+        apply {
+            sm.egress_spec = 1;
+            if (sm.parser_error == error.PacketTooShort) { hdr.base.kind = 1; }
+            if (sm.parser_error == error.HeaderTooShort) { hdr.base.kind = 4; }
+            if (sm.parser_error == error.ParserInvalidArgument) { hdr.base.kind = 6; }
+        }""",
+                   "pkt.emit(hdr.base); pkt.emit(hdr.o);")
+    code = {"PacketTooShort": 1, "HeaderTooShort": 4, "ParserInvalidArgument": 6}
+    assert run(src, b"\x0c\x00" + bytes(8)) == [(1, bytes([0x0c, code["ParserInvalidArgument"]]) + bytes(8))]
+    assert run(src, b"\x10\x00\xaa\x01") == [(1, bytes([0x10, code["PacketTooShort"]]) + b"\xaa\x01")]
+    assert run(src, b"\x28\x00" + bytes(8)) == [(1, bytes([0x28, code["HeaderTooShort"]]) + bytes(8))]
+
+
+def test_checksum_over_a_header_with_varbit_options():
+    src = v1switch(OPTS, PARSE_OPTS, "apply { sm.egress_spec = 1; }", "pkt.emit(hdr.base); pkt.emit(hdr.o);")
+    src = src.replace("control C(inout headers_t hdr, inout metadata_t meta) { apply { } }", """
+control C(inout headers_t hdr, inout metadata_t meta) {
+    apply { update_checksum(true, { hdr.o.first, hdr.o.opts, hdr.o.last }, hdr.base.kind, HashAlgorithm.xor16); }
+}""")
+    # xor16 over aa 01 02 bb (first, 16 option bits, last) = aa01 ^ 02bb = a8ba -> low 8 bits
+    assert run(src, b"\x10\x00\xaa\x01\x02\xbb") == [(1, b"\x10\xba\xaa\x01\x02\xbb")]

@@ -49,8 +49,12 @@ CASES = [
     ("unknown match kind", ingress("""    action a() { }
     table t { key = { hdr.h.a: fuzzy; } actions = { a; } }
     apply { t.apply(); }""") + TAIL, "hdr.h.a: fuzzy", ["match kind", "fuzzy"]),
-    ("varbit", "header v_t { varbit<32> opts; }\n" + ingress("    apply { }") + TAIL, "varbit",
-     ["varbit", "not supported"]),
+    ("varbit not in bytes", "header v_t { varbit<12> opts; }\n" + ingress("    apply { }") + TAIL, "varbit",
+     ["varbit<12>", "multiple of 8"]),
+    ("varbit header extracted without a length", "header v_t { varbit<32> opts; }\n"
+     "struct hv_t { v_t v; }\n" + ingress("    apply { }") + TAIL.replace(
+         "out headers_t hdr", "out headers_t hdr").replace("pkt.extract(hdr.h);", "hv_t x; pkt.extract(x.v);"),
+     "pkt.extract(x.v)", ["varbit", "extract(hdr, length_in_bits)"]),
     ("header_union of a non-header", "header_union u_t { bit<8> x; }\n" + ingress("    apply { }") + TAIL,
      "bit<8> x", ["header_union", "must be a header"]),
     ("exit in a parser", ingress("    apply { }") + TAIL.replace("pkt.extract(hdr.h); transition",

@@ -162,9 +162,10 @@ def call_packet(self, kind, name, n, ctx):
         if ctx.where != "parser":
             self.err(f"packet_in.{name} can only be used in a parser", n.loc)
         if name == "extract":
-            if len(n.args) != 1:
-                self.err("extract with a variable-size field (two arguments) is not supported "
-                         "(varbit is outside the subset)", n.loc)
+            if len(n.args) not in (1, 2):
+                self.err("extract takes a header (and for a header with a varbit field, its length in bits)",
+                         n.loc)
+            length = _value(self, n.args[1], ctx, T.BitT(32)) if len(n.args) == 2 else None
             if n.args[0].kind == "dontcare":        # extract<H>(_): parse and drop the header
                 if len(n.targs) != 1:
                     self.err("extract(_) needs the header type: extract<H>(_)", n.args[0].loc)
@@ -175,9 +176,9 @@ def call_packet(self, kind, name, n, ctx):
             if target is None:
                 self.err("extract needs a header type", n.loc)
             elif target.kind == "stack_next" and isinstance(target.type, T.HeaderT):
-                self.extract_code(target, ctx, n.loc, stack=True)
+                self.extract_code(target, ctx, n.loc, stack=True, length=length)
             elif target.kind == "agg" and isinstance(target.type, T.HeaderT):
-                self.extract_code(target, ctx, n.loc)
+                self.extract_code(target, ctx, n.loc, length=length)
                 _invalidate_siblings(target, ctx)
             else:
                 self.err("extract needs a header (or a header stack's .next)", n.args[0].loc)
@@ -188,7 +189,7 @@ def call_packet(self, kind, name, n, ctx):
             t = self.resolve_type(n.targs[0])
             if isinstance(t, T.BitT):
                 width = t.width
-            elif isinstance(t, T.HeaderT):
+            elif isinstance(t, T.HeaderT) and not any(isinstance(ft, T.VarbitT) for _, ft in t.fields):
                 width = t.bit_width
             elif isinstance(t, T.StructT) and all(isinstance(ft, (T.BitT, T.BoolT)) for _, ft in t.fields):
                 width = sum(T.width_of(ft) for _, ft in t.fields)
@@ -242,20 +243,32 @@ def unpack_tuple(self, t, var, header=True):
     return "(" + ", ".join(parts) + ",)"
 
 
-def _struct_name(self, t):
-    """The generated code's struct.Struct for header type `t` (bound per pipeline)."""
-    fmt = codegen.struct_format(codegen.header_chunks([ft.width for _, ft in t.fields]))
+def _struct_name(self, fields):
+    """The generated code's struct.Struct for a run of fixed-width header fields (bound per pipeline)."""
+    fmt = codegen.struct_format(codegen.header_chunks([ft.width for _, ft in fields]))
     name = "ST_" + fmt[1:]
     self.ns[name] = ("struct", fmt)
     return name
 
 
-def _struct_unpack(self, t, ctx, var):
-    """Unpack header `t` at P[o:] (bounds already checked); returns the (valid, field...) tuple code.
+def _split_varbit(self, t, loc):
+    """A header's fields as (fixed before, varbit field or None, fixed after)."""
+    at = [i for i, (_, ft) in enumerate(t.fields) if isinstance(ft, T.VarbitT)]
+    if not at:
+        return t.fields, None, []
+    i = at[0]
+    before, after = t.fields[:i], t.fields[i + 1:]
+    if sum(ft.width for _, ft in before) % 8 or sum(ft.width for _, ft in after) % 8:
+        self.err(f"header {t.name}: the fields around its varbit must fill whole bytes", loc)
+    return before, t.fields[i], after
+
+
+def _struct_unpack(self, fields, ctx, var, at="o"):
+    """Unpack fixed-width `fields` from P[at:] (bounds already checked); returns their value codes.
 
     `var` is a fresh temporary whose name prefixes the struct items' variables."""
     em = ctx.em
-    chunks = codegen.header_chunks([ft.width for _, ft in t.fields])
+    chunks = codegen.header_chunks([ft.width for _, ft in fields])
     item_vars, values = [], []
     for c, (nbytes, _) in enumerate(chunks):
         parts, rest = [], nbytes
@@ -267,15 +280,15 @@ def _struct_unpack(self, t, ctx, var):
             parts.append(f"{item} << {rest * 8}" if rest else item)
         values.append(" | ".join(parts) or "0")
     if item_vars:
-        em.line(f"{', '.join(item_vars)}, = {_struct_name(self, t)}.unpack_from(P, o)")
-    out = ["1"]
-    for (nbytes, fields), value in zip(chunks, values):
-        if len(fields) > 1 and " " in value:       # a glued chunk read by several fields
+        em.line(f"{', '.join(item_vars)}, = {_struct_name(self, fields)}.unpack_from(P, {at})")
+    out = []
+    for (nbytes, members), value in zip(chunks, values):
+        if len(members) > 1 and " " in value:       # a glued chunk read by several fields
             em.line(f"{var} = {value}")
             value = var
         shift = nbytes * 8
-        for i in fields:
-            ft = t.fields[i][1]
+        for i in members:
+            ft = fields[i][1]
             shift -= ft.width
             code = f"({value}) >> {shift}" if shift else value
             if shift + ft.width < nbytes * 8:
@@ -287,13 +300,47 @@ def _struct_unpack(self, t, ctx, var):
             elif ft.signed:
                 code = self.wrap_code(code, ft)
             out.append(f"({code})" if " " in code else code)
-    return "(" + ", ".join(out) + ",)"
+    return out
 
 
-def extract_code(self, target, ctx, loc, stack=False):
+def _struct_pack(self, fields, slots):
+    """Code for the bytes of fixed-width `fields` whose values are in S[slots[i]] (None: no bytes)."""
+    items = []
+    for nbytes, members in codegen.header_chunks([ft.width for _, ft in fields]):
+        parts, shift = [], nbytes * 8
+        for i in members:
+            ft = fields[i][1]
+            shift -= ft.width
+            if ft.width == 0:
+                continue
+            f = f"S[{slots[i]}]"
+            if ft.signed:
+                f = f"({f} & {ft.mask})"
+            parts.append(f"{f} << {shift}" if shift else f)
+        value = " | ".join(parts)
+        rest = nbytes
+        for code, size in codegen.chunk_items(nbytes):
+            rest -= size
+            if code.endswith("s"):
+                items.append(f"({value}).to_bytes({nbytes}, 'big')")
+                continue
+            piece = f"({value}) >> {rest * 8}" if rest else f"({value})" if " " in value else value
+            if rest + size < nbytes:
+                piece = f"({piece}) & {(1 << size * 8) - 1}"
+            items.append(piece)
+    return f"{_struct_name(self, fields)}.pack({', '.join(items)})" if items else None
+
+
+def extract_code(self, target, ctx, loc, stack=False, length=None):
+    """extract(hdr) or extract(hdr, length_in_bits) for a header with a varbit field (BMv2's
+    checks in its order: length not a multiple of 8, packet too short, longer than the maximum)."""
     em = ctx.em
     t = target.type
-    nbytes = t.bit_width // 8
+    before, varbit, after = _split_varbit(self, t, loc)
+    if (varbit is None) != (length is None):
+        self.err(f"header {t.name} {'has' if varbit else 'has no'} varbit field: use "
+                 f"{'extract(hdr, length_in_bits)' if varbit else 'extract(hdr)'}", loc)
+    fixed = t.bit_width // 8
     too_short = self.errors.index("PacketTooShort")
     if stack:
         st = target.info
@@ -312,9 +359,24 @@ def extract_code(self, target, ctx, loc, stack=False):
         base = target.slot
     end = ctx.temp()
     val = ctx.temp()
-    em.line(f"{end} = o + {nbytes}")
-    em.line(f"if {end} > len(P): raise ParserError({too_short}, o)")
-    em.line(f"S[{base}:{slot_add(base, t.slots())}] = {_struct_unpack(self, t, ctx, val)}")
+    if varbit is None:
+        em.line(f"{end} = o + {fixed}")
+        em.line(f"if {end} > len(P): raise ParserError({too_short}, o)")
+        codes = _struct_unpack(self, before, ctx, val)
+    else:
+        nbits, nbytes = ctx.temp(), ctx.temp()
+        em.line(f"{nbits} = {_uint(length)}")
+        em.line(f"if {nbits} & 7: raise ParserError({self.errors.index('ParserInvalidArgument')}, o)")
+        em.line(f"{nbytes} = {nbits} >> 3")
+        em.line(f"{end} = o + {fixed} + {nbytes}")
+        em.line(f"if {end} > len(P): raise ParserError({too_short}, o)")
+        em.line(f"if {nbits} > {varbit[1].max_width}: "
+                f"raise ParserError({self.errors.index('HeaderTooShort')}, o)")
+        lo = f"o + {sum(ft.width for _, ft in before) // 8}"
+        codes = _struct_unpack(self, before, ctx, val)
+        codes.append(f"({nbits}, int.from_bytes(P[{lo}:{lo} + {nbytes}], 'big'))")
+        codes += _struct_unpack(self, after, ctx, val + "_a", f"{lo} + {nbytes}")
+    em.line(f"S[{base}:{slot_add(base, t.slots())}] = ({', '.join(['1'] + codes)},)")
     em.line(f"o = {end}")
     if stack:
         em.line(f"S[{target.slot}] = {idx} + 1")
@@ -328,31 +390,15 @@ def emit_code(self, v, ctx, loc):
         self.err(f"emit needs a header, header stack or struct, not {t}", loc)
     if isinstance(t, T.HeaderT):
         offs = t.offsets()
-        items = []
-        for nbytes, fields in codegen.header_chunks([ft.width for _, ft in t.fields]):
-            parts, shift = [], nbytes * 8
-            for i in fields:
-                fname, ft = t.fields[i]
-                shift -= ft.width
-                if ft.width == 0:
-                    continue
-                f = f"S[{slot_add(v.slot, offs[fname])}]"
-                if ft.signed:
-                    f = f"({f} & {ft.mask})"
-                parts.append(f"{f} << {shift}" if shift else f)
-            value = " | ".join(parts)
-            rest = nbytes
-            for code, size in codegen.chunk_items(nbytes):
-                rest -= size
-                if code.endswith("s"):
-                    items.append(f"({value}).to_bytes({nbytes}, 'big')")
-                    continue
-                piece = f"({value}) >> {rest * 8}" if rest else f"({value})" if " " in value else value
-                if rest + size < nbytes:
-                    piece = f"({piece}) & {(1 << size * 8) - 1}"
-                items.append(piece)
-        if items:
-            em.line(f"if S[{v.slot}]: S[{H_OUT}].append({_struct_name(self, t)}.pack({', '.join(items)}))")
+        before, varbit, after = _split_varbit(self, t, loc)
+        parts = [_struct_pack(self, before, [slot_add(v.slot, offs[f]) for f, _ in before])]
+        if varbit is not None:
+            vb = f"S[{slot_add(v.slot, offs[varbit[0]])}]"
+            parts.append(f"{vb}[1].to_bytes({vb}[0] >> 3, 'big')")
+            parts.append(_struct_pack(self, after, [slot_add(v.slot, offs[f]) for f, _ in after]))
+        parts = [p for p in parts if p]
+        if parts:
+            em.line(f"if S[{v.slot}]: S[{H_OUT}].append({' + '.join(parts)})")
     elif isinstance(t, T.StackT):
         esz = t.elem.slots()
         for i in range(t.size):
@@ -401,6 +447,9 @@ def flatten(self, v, loc):
             out = []
             for fname, ft in t.fields:
                 code = f"S[{slot_add(v.slot, offs[fname])}]"
+                if isinstance(ft, T.VarbitT):
+                    out.append((code, None, v.slot))
+                    continue
                 if ft.signed:
                     code = f"({code} & {ft.mask})"
                 out.append((code, ft.width, v.slot))
@@ -417,6 +466,8 @@ def flatten(self, v, loc):
                 res.extend(self.flatten(agg(slot_add(v.slot, 1 + i * t.elem.slots()), t.elem), loc))
             return res
     valid = v.valid if v.kind == "lv" else None     # BMv2 leaves out fields of invalid headers
+    if isinstance(v.type, T.VarbitT) and v.kind == "lv":
+        return [(v.code, None, valid)]             # (width, value) at run time
     v = self.scalar(v, loc)
     w = T.width_of(v.type)
     if w is None:
@@ -429,7 +480,7 @@ def pack_code(self, fields, ctx):
 
     Fields of invalid headers are left out, as BMv2 leaves them out."""
     em = ctx.em
-    if not any(vs is not None for _, _, vs in fields):
+    if not any(vs is not None for _, _, vs in fields) and None not in (w for _, w, _ in fields):
         total = sum(w for _, w, _ in fields)
         if total == 0:
             return "b''"
@@ -450,12 +501,22 @@ def pack_code(self, fields, ctx):
         else:
             groups.append((vs, [(code, w)]))
     for vs, items in groups:
-        width = sum(w for _, w in items)
-        parts, shift = [], width
-        for code, w in items:
-            shift -= w
-            parts.append(f"({code}) << {shift}" if shift else f"({code})")
-        line = f"{acc} = ({acc} << {width}) | {' | '.join(parts)}; {nbits} += {width}"
+        steps, run = [], []
+        for code, w in items + [(None, None)]:
+            if w is not None:
+                run.append((code, w))
+                continue
+            if run:                 # fixed-width fields: one shift-or
+                width = sum(w for _, w in run)
+                parts, shift = [], width
+                for c, w in run:
+                    shift -= w
+                    parts.append(f"({c}) << {shift}" if shift else f"({c})")
+                steps.append(f"{acc} = ({acc} << {width}) | {' | '.join(parts)}; {nbits} += {width}")
+                run = []
+            if code is not None:    # a varbit: (width, value) known at run time
+                steps.append(f"{acc} = ({acc} << {code}[0]) | {code}[1]; {nbits} += {code}[0]")
+        line = "; ".join(steps)
         em.line(f"if S[{vs}]: {line}" if vs is not None else line)
     return f"packbits({acc}, {nbits})"
 
@@ -740,6 +801,8 @@ def digest_info(self, data, n, declared=None):
         name = f"digest_{self.digest_counter}"       # p4c counts anonymous digests from 0
         self.digest_counter += 1
         fields = [(f"field_{i}", w) for i, (_, w, _) in enumerate(self.flatten(data, n.loc))]
+        if any(w is None for _, w in fields):
+            self.err("a varbit field cannot be sent in a digest", n.loc)
         t = None
     else:
         self.err("digest data must be a struct (or a list of fields)", n.args[1].loc)

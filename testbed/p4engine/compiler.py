@@ -301,6 +301,8 @@ class Compiler:
             for n, ft in typ.fields:
                 if isinstance(ft, T.BoolT):
                     self.slots[base + typ.offsets()[n]] = False
+                elif isinstance(ft, T.VarbitT):
+                    self.slots[base + typ.offsets()[n]] = (0, 0)
         elif isinstance(typ, T.StackT):
             esz = typ.elem.slots()
             for i in range(typ.size):
@@ -325,7 +327,10 @@ class Compiler:
         if k == "t_string":
             return T.STRING
         if k == "t_varbit":
-            self.err("varbit is not supported by this engine (outside the P4 subset)", node.loc)
+            w = self.const_int(node.width, "varbit width")
+            if w <= 0 or w % 8:
+                self.err(f"varbit<{w}>: this engine (as BMv2) needs a positive multiple of 8 bits", node.loc)
+            return T.VarbitT(w)
         if k == "t_tuple":
             return T.ListT([self.resolve_type(t, tvars) for t in node.types])
         if k == "t_named":
@@ -394,7 +399,10 @@ class Compiler:
                 ft = self.resolve_type(f.type)
                 if k == "header_union" and not isinstance(ft, T.HeaderT):
                     self.err(f"header_union member '{f.name}' must be a header, not {ft}", f.loc)
-                if k == "header":
+                if k == "header" and isinstance(ft, T.VarbitT):
+                    if any(isinstance(t, T.VarbitT) for _, t in fields):
+                        self.err(f"header {d.name} has more than one varbit field", f.loc)
+                elif k == "header":
                     if not isinstance(ft, (T.BitT, T.BoolT)) and not (isinstance(ft, T.EnumT) and ft.base):
                         self.err(f"header field '{f.name}' must be bit<W> or int<W>, not {ft}", f.loc)
                     if isinstance(ft, T.EnumT):
@@ -1770,11 +1778,14 @@ class Compiler:
         if op in ("==", "!=") and a.kind == "agg" and b.kind == "agg":
             if a.type != b.type:
                 self.err(f"cannot compare {a.type} with {b.type}", n.loc)
-            sz = a.type.slots()
-            code = f"(S[{a.slot}:{slot_add(a.slot, sz)}] {op} S[{b.slot}:{slot_add(b.slot, sz)}])"
-            return Val("rv", T.BOOL, code)
+            code = self.agg_equal(a.type, a.slot, b.slot)
+            return Val("rv", T.BOOL, code if op == "==" else f"(not {code})")
         a = self.scalar(a, n.left.loc)
         b = self.scalar(b, n.right.loc)
+        if isinstance(a.type, T.VarbitT) or isinstance(b.type, T.VarbitT):
+            if op not in ("==", "!=") or a.type != b.type:
+                self.err(f"varbit values can only be compared (== or !=) with the same varbit type", n.loc)
+            return Val("rv", T.BOOL, f"({a.code} {op} {b.code})")     # same length and value
         if op == "++":
             for v, nd in ((a, n.left), (b, n.right)):
                 if not isinstance(v.type, T.BitT):
@@ -1845,6 +1856,26 @@ class Compiler:
                 self.err(f"'{op}' on signed values is not supported", n.loc)
             return Val("rv", t, f"div({a.code}, {b.code})" if op == "/" else f"mod({a.code}, {b.code})")
         return Val("rv", t, self.wrap_code(f"{a.code} {op} {b.code}", t))
+
+    def agg_equal(self, t, x, y):
+        """Code comparing two aggregates of type `t` at slots x, y as P4 defines equality: headers
+        equal when both invalid or both valid with equal fields; a stack's next index is ignored."""
+        if isinstance(t, T.HeaderT):
+            n = t.slots()
+            return (f"(S[{x}] == S[{y}] and (not S[{x}] or "
+                    f"S[{slot_add(x, 1)}:{slot_add(x, n)}] == S[{slot_add(y, 1)}:{slot_add(y, n)}]))")
+        if isinstance(t, T.StackT):
+            esz = t.elem.slots()
+            parts = [self.agg_equal(t.elem, slot_add(x, 1 + i * esz), slot_add(y, 1 + i * esz))
+                     for i in range(t.size)]
+        elif isinstance(t, (T.StructT, T.ListT)):
+            offs = t.offsets()
+            types = t.fields if isinstance(t, T.StructT) else list(enumerate(t.types))
+            parts = [self.agg_equal(ft, slot_add(x, offs[f]), slot_add(y, offs[f])) if ft.aggregate
+                     else f"S[{slot_add(x, offs[f])}] == S[{slot_add(y, offs[f])}]" for f, ft in types]
+        else:
+            return f"(S[{x}:{slot_add(x, t.slots())}] == S[{y}:{slot_add(y, t.slots())}])"
+        return "(" + " and ".join(parts) + ")" if parts else "True"
 
     def x_ctor(self, n, ctx, expected):
         self.err("constructor calls are only allowed in instantiations and table properties", n.loc)

@@ -41,6 +41,22 @@ class BitT(P4Type):
         return (1 << self.width) - 1
 
 
+class VarbitT(P4Type):
+    """varbit<N>: a header field whose length is set by extract; its slot holds (bits, value).
+    It counts 0 towards its header's fixed width (as p4c's minSizeInBits)."""
+    scalar = True
+    width, signed, mask = 0, False, 0
+
+    def __init__(self, max_width):
+        self.max_width = max_width
+
+    def key(self):
+        return (self.max_width,)
+
+    def __str__(self):
+        return f"varbit<{self.max_width}>"
+
+
 class IntLitT(P4Type):
     """An integer of unbounded width (a literal or a compile-time constant)."""
     scalar = True

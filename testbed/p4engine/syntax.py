@@ -351,7 +351,7 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def t_varbit(self, meta, ch):
-        return Node("t_varbit", self._loc(meta))
+        return Node("t_varbit", self._loc(meta), width=[c for c in ch if isinstance(c, Node)][0])
 
     @v_args(meta=True)
     def width(self, meta, ch):
