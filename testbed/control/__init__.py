@@ -1,14 +1,15 @@
 """The fabric controller: programs p4/fabric.p4 on every switch of a Clos over P4Runtime.
 
-    ctl = FabricController(clos, program="p4/fabric.p4", target="engine")
+    ctl = FabricController(clos, program="p4/fabric.p4", target="engine",
+                           rpc_timeout=5.0, pipeline_timeout=60.0)   # deadlines per call (s)
     ctl.connect()                 # one P4Runtime session per switch (p4runtime-shell's client)
-    ctl.push_pipeline()           # P4Info + device config (engine: the P4 source; bmv2: JSON)
+    ctl.push_pipeline()           # P4Info + device config (engine: the P4 source; bmv2: JSON), all at once
     ctl.install_defaults()        # routes, ECMP groups, DSCP map, ECN/PFC thresholds, clone sessions
 
     ctl.set_hash_mode("qpn")                  # "5tuple" | "qpn" | "flowlet" (qp_aware=...)
     ctl.set_flowlet_gap_us(200); ctl.set_flowlet_choice("least_loaded")
     ctl.set_ecn(kmin=5, kmax=20, pmax=0.2, priority=3); ctl.disable_ecn(3)
-    ctl.set_pfc(xoff=24, xon=12, priorities=(3,)); ctl.set_pfc(False)
+    ctl.set_pfc(xoff=16, xon=8, priorities=(3,)); ctl.set_pfc(False)
     ctl.set_dscp_map({26: 3, 48: 6})
     ctl.add_te_override("leaf1", 1, "10.1.2.0/24", egress_port=4)
     ctl.remove_te_override("leaf1", 1, "10.1.2.0/24"); ctl.te_overrides()
@@ -17,7 +18,8 @@
     ctl.close()
 
 Every setter takes `switches=` (a name or a list; default all) and writes only what
-changes. Modules, one concern each:
+changes. A switch that does not answer within the deadline raises ControlError("switch X: no
+answer within N s ...") instead of holding the controller. Modules, one concern each:
 
 * :mod:`routes` – routes and ECMP groups from the Clos (pure).
 * :mod:`knobs` – the runtime knobs, validated, and the table entries that carry them.

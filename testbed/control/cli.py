@@ -235,7 +235,7 @@ def _pfc(ctl, args):
                     pause_us=args.pause_us, switches=args.switch)
         return
     if len(args.values) != 2:
-        raise UsageError("pfc XOFF XON (packets, e.g. pfc 24 12) or pfc on|off")
+        raise UsageError("pfc XOFF XON (packets, e.g. pfc 16 8) or pfc on|off")
     ctl.set_pfc(_int(args.values[0], "XOFF"), _int(args.values[1], "XON"), priorities=args.priorities,
                 refresh_us=args.refresh_us, pause_us=args.pause_us, switches=args.switch)
 
