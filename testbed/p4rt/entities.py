@@ -605,6 +605,10 @@ class EntityHandler:
 def digest_data(index, digest_info, values):
     """Engine digest values (a tuple of ints) -> p4.v1.P4Data per the digest's P4Info type."""
     data = p4data_pb2.P4Data()
+    if digest_info.type_spec.HasField("tuple"):   # digest of an unnamed field list
+        for value in values:
+            data.tuple.members.add(bitstring=encode_int(value))
+        return data
     members = index.type_members(digest_info.type_spec)
     if members is None:
         data.bitstring = encode_int(values[0] if isinstance(values, (tuple, list)) else values)
