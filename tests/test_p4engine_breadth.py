@@ -351,3 +351,28 @@ control C(inout headers_t hdr, inout metadata_t meta) {
 }""")
     # xor16 over aa 01 02 bb (first, 16 option bits, last) = aa01 ^ 02bb = a8ba -> low 8 bits
     assert run(src, b"\x10\x00\xaa\x01\x02\xbb") == [(1, b"\x10\xba\xaa\x01\x02\xbb")]
+
+
+# ------------------------------------------------------------------ for loops
+
+def test_for_loops_with_break_continue_and_nesting():
+    src = v1switch(TAG, "state start { pkt.extract(hdr.tag); transition accept; }", """
+        action count(bit<8> n) {
+            hdr.tag.a = 0;
+            for (bit<8> i = 0, bit<8> j = 100; i < n; i = i + 1, j = j - 1) {
+                if (i == 2) { continue; }
+                if (j == 95) { break; }
+                for (bit<8> k = 0; k < 2; k += 1) { hdr.tag.a = hdr.tag.a + 1; }
+            }
+        }
+        apply { sm.egress_spec = 1; count(hdr.tag.b); }""", "pkt.emit(hdr.tag);")
+    assert run(src, b"\x00\x03") == [(1, b"\x04\x03")]     # i = 0, 1 (2 skipped): 2 x 2
+    assert run(src, b"\x00\x09") == [(1, b"\x08\x09")]     # i = 0, 1, 3, 4; j hits 95 at i = 5
+    assert run(src, b"\x00\x00") == [(1, b"\x00\x00")]
+
+
+def test_break_outside_a_loop_is_a_located_error():
+    src = v1switch(TAG, "state start { transition accept; }", "apply { break; }", "")
+    with pytest.raises(P4Error) as e:
+        compile_source(src, filename="b.p4")
+    assert "b.p4:" in str(e.value) and "break" in str(e.value)

@@ -199,11 +199,12 @@ class Ctx:
         self.tmp = 0
         self.returns = None           # return type for functions
         self.ret_store = None         # where a function returning a header/struct/tuple puts it
+        self.in_loop = False          # break/continue allowed
 
     def child(self):
         c = Ctx(Scope(self.scope), self.em, self.where, self.prefix, self.action, self.parser, self.block_role)
         c.tmp_owner = self
-        c.returns, c.ret_store = self.returns, self.ret_store
+        c.returns, c.ret_store, c.in_loop = self.returns, self.ret_store, self.in_loop
         return c
 
     def temp(self):
@@ -1246,6 +1247,12 @@ class Compiler:
                 em.dedent()
         elif k == "block":
             self.stmt_block(s, ctx)
+        elif k == "for":
+            self.for_loop(s, ctx)
+        elif k in ("break", "continue"):
+            if not ctx.in_loop:
+                self.err(f"'{k}' outside a for loop", s.loc)
+            em.line(k)
         elif k == "empty":
             pass
         elif k == "exit":
@@ -1275,6 +1282,34 @@ class Compiler:
             self.declare_local(s, ctx, ctx.prefix)
         else:
             self.err(f"unsupported statement '{k}'", s.loc)
+
+    def for_loop(self, s, ctx):
+        """for (init; cond; update) body: the update runs at the top of every pass but the first,
+        so a P4 `continue` is a Python `continue`."""
+        em = ctx.em
+        c = ctx.child()
+        if ctx.where == "parser":
+            self.err("for loops are not allowed in a parser state", s.loc)
+        for item in s.init:
+            self.stmt(item, c)
+        first = c.temp()
+        em.line(f"{first} = True")
+        em.line("while True:")
+        em.indent()
+        em.line(f"if not {first}:")
+        em.indent()
+        mark = em.mark()
+        for item in s.update:
+            self.stmt(item, c)
+        em.ensure_body(mark)
+        em.dedent()
+        em.line(f"{first} = False")
+        if s.cond is not None:
+            em.line(f"if not {self.cond_expr(s.cond, c)}: break")
+        body = c.child()
+        body.in_loop = True
+        self.stmt_block(s.body, body)
+        em.dedent()
 
     def stmt_block(self, s, ctx):
         c = ctx.child()

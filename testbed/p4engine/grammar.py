@@ -103,7 +103,7 @@ entry: [annotations] keyset ":" expr [annotations] ";"
 // ---------------- statements
 block: [annotations] "{" _stmt* "}"
 _stmt: assignment | call_stmt | if_stmt | block | exit_stmt | return_stmt | switch_stmt
-     | var_decl | const_decl | empty_stmt
+     | var_decl | const_decl | empty_stmt | for_stmt | break_stmt | continue_stmt
 empty_stmt: ";"
 assignment: expr "=" expr ";"
           | expr OPASSIGN expr ";" -> op_assignment
@@ -115,6 +115,14 @@ switch_stmt: "switch" "(" expr ")" "{" switch_case* "}"
 switch_case: switch_label ":" block?
 ?switch_label: any_name | "default" -> sw_default | INT -> sw_int
 var_decl: [annotations] type_ref member_name ("=" expr)? ";"
+for_stmt: "for" "(" for_items ";" [expr] ";" for_items ")" _stmt
+for_items: [for_item ("," for_item)*]
+?for_item: [annotations] type_ref member_name "=" expr -> for_var
+         | expr "=" expr -> assignment
+         | expr OPASSIGN expr -> op_assignment
+         | expr -> call_stmt
+break_stmt: "break" ";"
+continue_stmt: "continue" ";"
 
 // ---------------- expressions (precedence as in p4c)
 expr_list: [expr ("," expr)*]

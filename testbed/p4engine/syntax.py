@@ -637,6 +637,25 @@ class AstBuilder(Transformer):
         return Node("if", self._loc(meta), cond=ch[0], then=ch[1], els=ch[2] if len(ch) > 2 else None)
 
     @v_args(meta=True)
+    def for_stmt(self, meta, ch):
+        return Node("for", self._loc(meta), init=ch[0], cond=ch[1], update=ch[2], body=ch[3])
+
+    def for_items(self, ch):
+        return [c for c in ch if c is not None]
+
+    @v_args(meta=True)
+    def for_var(self, meta, ch):
+        return Node("var", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]), init=ch[3])
+
+    @v_args(meta=True)
+    def break_stmt(self, meta, ch):
+        return Node("break", self._loc(meta))
+
+    @v_args(meta=True)
+    def continue_stmt(self, meta, ch):
+        return Node("continue", self._loc(meta))
+
+    @v_args(meta=True)
     def exit_stmt(self, meta, ch):
         return Node("exit", self._loc(meta))
 
