@@ -64,12 +64,15 @@ class FabricController:
 
     # ------------------------------------------------------------------ session
     def connect(self, timeout=None):
-        """Open a P4Runtime session to every switch (waits up to `timeout` s for each to answer)."""
+        """Open a P4Runtime session to every switch, all at once (waits up to `timeout` s for
+        each to answer)."""
+        def open_session(name):
+            conn = self.connections[name]
+            if not conn.connected:
+                conn.packet_in_handler = self._on_packet_in
+                conn.connect(self.connect_timeout if timeout is None else timeout)
         with self._lock:
-            for name, conn in self.connections.items():
-                if not conn.connected:
-                    conn.packet_in_handler = self._on_packet_in
-                    conn.connect(self.connect_timeout if timeout is None else timeout)
+            _on_each(self.names, open_session, "connecting")
         return self
 
     def close(self):
