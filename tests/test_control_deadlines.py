@@ -127,3 +127,23 @@ def test_closing_does_not_wait_for_a_stopped_switch(fabric):
         assert time.monotonic() - t0 < 30               # bounded: tear-down used to join forever
     finally:
         os.kill(procs["leaf2"].pid, signal.SIGCONT)
+
+
+def test_failures_on_several_switches_come_back_together_each_named():
+    from testbed.control import ControlError
+    from testbed.control.controller import _on_each
+    done = []
+
+    def work(name):
+        if name in ("spine2", "leaf3"):
+            raise ControlError(f"switch {name}: no answer within 1 s (read)")
+        done.append(name)
+    names = ["spine1", "spine2", "leaf1", "leaf3"]
+    with pytest.raises(ControlError) as failure:
+        _on_each(names, work, "pipeline push")
+    assert sorted(done) == ["leaf1", "spine1"]                       # every switch was tried
+    assert str(failure.value).splitlines() == ["pipeline push failed on 2 of 4 switches:",
+                                               "  switch spine2: no answer within 1 s (read)",
+                                               "  switch leaf3: no answer within 1 s (read)"]
+    with pytest.raises(ZeroDivisionError):                            # a bug is not dressed up
+        _on_each(names, lambda name: 1 / 0, "pipeline push")
