@@ -87,13 +87,14 @@ class IcmpWatcher:
         self.sock.close()
 
 
-def test_four_ranks_complete_a_ring_allreduce_with_exact_bytes_and_no_oos(lab_factory, tmp_path):
+@pytest.mark.parametrize("pipeline", [False, True], ids=["step-by-step", "pipelined"])
+def test_four_ranks_complete_a_ring_allreduce_with_exact_bytes_and_no_oos(lab_factory, tmp_path, pipeline):
     lab = lab_factory(4)
     watchers = [IcmpWatcher(h["ns"]) for h in lab.hosts]
     size = 1 << 20
     outputs, reports = run_job(lab, tmp_path, {
         "pattern": "ring_allreduce", "sizes": [size], "channels": 2, "qps_per_connection": 2,
-        "qp_spread": "round_robin", "chunk_bytes": 32768, "timeout_s": 40,
+        "qp_spread": "round_robin", "chunk_bytes": 32768, "timeout_s": 40, "pipeline": pipeline,
         "nic": {"line_rate_mbps": 200, "lat_timeout_s": 0.2}})
     for code, out, err in outputs:
         assert code == 0, err

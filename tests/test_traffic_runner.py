@@ -97,6 +97,50 @@ def test_a_cts_arriving_during_the_start_barrier_is_kept_until_the_rank_has_plan
     assert conn.posted == 8192 and [m.nbytes for m in conn.qps[0].pending] == [4096, 4096]
 
 
+def pipelined_ring_rank(pipeline):
+    """Rank 1 of a 4-rank ring AllReduce of 4 x 4 chunks per step, planned and in its first step."""
+    r = wired_rank({"pattern": "ring_allreduce", "ranks": ranks(4), "chunk_bytes": 4096, "cts": False,
+                    "pipeline": pipeline}, 1)
+    [run] = r._plan(4 * 4 * 4096)
+    r._advance(run, 0.0)
+    return r, run, r.conns[(2, 0)], r.conns[(0, 0)]           # to the next rank, from the previous
+
+
+def test_pipelining_forwards_the_next_steps_data_slice_by_slice_as_it_arrives():
+    r, run, out, inc = pipelined_ring_rank(pipeline=True)
+    assert run.idx == 0 and out.posted == 4 * 4096            # step 0: its own data, all at once
+    inc.consumed = 4096 + 100                                 # one slice (and a bit) of step 0 arrived
+    r._advance(run, 0.0)
+    assert run.idx == 0 and out.posted == 5 * 4096            # step 1 forwards that one whole slice
+    assert [m.nbytes for m in out.qps[0].pending][-2:] == [4096, 4096]
+    inc.consumed = 4 * 4096                                   # step 0 complete, nothing ACKed yet
+    r._advance(run, 0.0)
+    assert run.idx == 1 and out.posted == 8 * 4096 and out.acked == 0
+    # Every message ends at a step boundary: the step's last one carries its immediate (phase).
+    assert [m.imm for m in out.qps[0].pending] == [None, None, None, 0, None, None, None, 1]
+    inc.consumed = inc.recv_planned                           # everything arrived: the last step
+    r._advance(run, 0.0)                                      # still waits for its ACKs
+    assert run.idx == len(run.phases) - 1 and out.posted == out.send_planned
+    out.acked = out.send_planned
+    r._advance(run, 0.0)
+    assert run.done
+
+
+def test_without_pipelining_a_step_waits_for_its_acks_and_all_of_its_data():
+    r, run, out, inc = pipelined_ring_rank(pipeline=False)
+    inc.consumed = 4 * 4096
+    r._advance(run, 0.0)
+    assert run.idx == 0 and out.posted == 4 * 4096            # data in, but step 0 not ACKed
+    out.acked = 4 * 4096
+    r._advance(run, 0.0)
+    assert run.idx == 1 and out.posted == 8 * 4096
+
+
+def test_pipeline_must_be_a_boolean():
+    with pytest.raises(JobError, match="job.pipeline: expected true or false"):
+        parse_job({"pattern": "ring_allreduce", "ranks": ranks(2), "pipeline": "yes"})
+
+
 def receiving_root(senders, budget, chunk=4096, buffer_bytes=8192):
     """Rank 0 of an incast of `senders`, planned and started: what it grants is in conn.granted_sent."""
     r = wired_rank({"pattern": "incast", "ranks": ranks(senders + 1), "chunk_bytes": chunk,

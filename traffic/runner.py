@@ -62,7 +62,7 @@ class Connection:
 class ChannelRun:
     def __init__(self, channel, phases, phases_per_iter):
         self.channel = channel
-        self.phases = phases         # [(sends [(conn, mark, nbytes)], recvs [(conn, mark)])]
+        self.phases = phases         # [(sends [(conn, mark, nbytes, phase_no)], recvs [(conn, mark, nbytes)])]
         self.idx = -1
         self.per_iter = phases_per_iter
         self.iter_end = {}
@@ -297,7 +297,9 @@ class RankRunner:
         chunk = self._msg_size
         nqps = len(conn.qps)
         while conn.posted < limit:
-            size = min(chunk, limit - conn.posted)
+            # a message never crosses the end of a phase's send (it carries that phase's immediate)
+            stop = min((m for m in conn.imm_at if m > conn.posted), default=limit)
+            size = min(chunk, limit - conn.posted, stop - conn.posted)
             end = conn.posted + size
             imm = conn.imm_at.pop(end, None)
             if self.job.qp_spread == "split" and nqps > 1 and size >= nqps:
@@ -333,32 +335,59 @@ class RankRunner:
                     for peer, nbytes in ph.sends:
                         conn = self.conns[(peer, ch)]
                         conn.send_planned += nbytes
-                        sends.append((conn, conn.send_planned, len(phases)))
+                        sends.append((conn, conn.send_planned, nbytes, len(phases)))
                     for peer, nbytes in ph.recvs:
                         conn = self.conns[(peer, ch)]
                         conn.recv_planned += nbytes
-                        recvs.append((conn, conn.recv_planned))
+                        recvs.append((conn, conn.recv_planned, nbytes))
                     phases.append((sends, recvs))
             runs.append(ChannelRun(ch, phases, len(one)))
         return runs
 
     def _start_phase(self, run):
         sends, recvs = run.phases[run.idx]
-        for conn, mark in recvs:
+        for conn, mark, _ in recvs:
             conn.recv_released = mark
         if self.job.cts and self.job.cts_budget_bytes:
             self._admit()
-        for conn, mark, phase_no in sends:
-            conn.send_target = mark
+        for conn, mark, nbytes, phase_no in sends:
+            self._release(conn, mark, nbytes, phase_no)
+
+    def _release(self, conn, mark, nbytes, phase_no, fraction=1.0):
+        """Let the first `fraction` of a phase's send to `conn` (ending at `mark`) go out."""
+        if mark > conn.posted:
             conn.imm_at[mark] = phase_no & 0xFFFFFFFF
+        start = mark - nbytes
+        ready = nbytes if fraction >= 1.0 else int(fraction * nbytes) // self.job.chunk_bytes * self.job.chunk_bytes
+        if start + ready > conn.send_target:
+            conn.send_target = start + ready
             self._pump(conn)
+
+    def _complete(self, run, idx):
+        sends, recvs = run.phases[idx]
+        if any(conn.consumed < mark for conn, mark, _ in recvs):
+            return False
+        if self.job.pipeline and idx < len(run.phases) - 1:
+            # NCCL moves on once a step's data is out; only the last step waits for its ACKs
+            return all(conn.posted >= mark for conn, mark, _, _ in sends)
+        return all(conn.acked >= mark for conn, mark, _, _ in sends)
+
+    def _release_ahead(self, run):
+        """Pipelining: the next phase's sends go out chunk by chunk as this phase's data arrives
+        (in a ring, step k+1 forwards what step k received: NCCL's slices)."""
+        sends, recvs = run.phases[run.idx]
+        if not recvs or run.idx + 1 >= len(run.phases):
+            return
+        arrived = min(max(0, conn.consumed - (mark - nbytes)) / nbytes for conn, mark, nbytes in recvs)
+        for conn, mark, nbytes, phase_no in run.phases[run.idx + 1][0]:
+            self._release(conn, mark, nbytes, phase_no, arrived)
 
     def _advance(self, run, now):
         while not run.done:
             if run.idx >= 0:
-                sends, recvs = run.phases[run.idx]
-                if any(conn.acked < mark for conn, mark, _ in sends) or any(conn.consumed < mark
-                                                                            for conn, mark in recvs):
+                if not self._complete(run, run.idx):
+                    if self.job.pipeline:
+                        self._release_ahead(run)
                     return
                 if (run.idx + 1) % run.per_iter == 0:
                     run.iter_end[(run.idx + 1) // run.per_iter - 1] = now
