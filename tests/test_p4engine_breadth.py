@@ -376,3 +376,17 @@ def test_break_outside_a_loop_is_a_located_error():
     with pytest.raises(P4Error) as e:
         compile_source(src, filename="b.p4")
     assert "b.p4:" in str(e.value) and "break" in str(e.value)
+
+
+# ------------------------------------------------------------------ named arguments
+
+def test_named_arguments_for_the_package_and_extern_calls():
+    src = v1switch(TAG, "state start { pkt.extract(hdr = hdr.tag); transition accept; }", """
+        apply {
+            hash(algo = HashAlgorithm.identity, result = hdr.tag.b, base = 8w0, data = { hdr.tag.a }, max = 16w256);
+            mark_to_drop(standard_metadata = sm);
+            sm.egress_spec = 4;
+        }""", "pkt.emit(hdr = hdr.tag);")
+    src = src.replace("V1Switch(P(), V(), I(), E(), C(), D()) main;",
+                      "V1Switch(vr = V(), p = P(), ig = I(), eg = E(), ck = C(), dep = D()) main;")
+    assert run(src, b"\x33\x00") == [(4, b"\x33\x33")]

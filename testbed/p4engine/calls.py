@@ -18,6 +18,8 @@ CHECKSUM_FUNCS = ("verify_checksum", "update_checksum", "verify_checksum_with_pa
 # ------------------------------------------------------------------------------ dispatch
 def call(self, n, ctx, statement=False):
     fv = self.expr(n.func, ctx)
+    if any(a.kind == "named_arg" for a in n.args) and fv.kind in ("method", "ref"):
+        n = _extern_args_in_order(self, fv, n)
     if fv.kind == "method":
         v = self.call_method(fv, n, ctx)
     elif fv.kind == "ref" and fv.info.kind == "action":
@@ -31,6 +33,30 @@ def call(self, n, ctx, statement=False):
     if statement and v is not None and v.kind == "apply":
         ctx.em.line(v.code)
     return v
+
+
+def _extern_args_in_order(self, fv, n):
+    """A call to an extern method/function with `name = value` arguments, rewritten with the
+    arguments in the declared parameter order (from core.p4/v1model.p4 or the program)."""
+    if fv.kind == "ref" and fv.info.kind == "extern_func":
+        protos = [d.proto for d in self.extern_funcs.get(fv.name, [])]
+    elif fv.kind == "method" and fv.obj.kind == "ref" and fv.obj.info.kind in ("packet", "extern"):
+        sym = fv.obj.info
+        type_name = sym.info if sym.kind == "packet" else sym.info.type_name
+        decl = self.extern_decls.get(type_name)
+        protos = [m.proto for m in (decl.methods if decl else []) if m.proto.name == fv.name]
+    else:
+        return n          # actions, functions and control applies bind names themselves
+    named = {a.name for a in n.args if a.kind == "named_arg"}
+    for proto in protos:
+        names = [p.name for p in proto.params]
+        if not named <= set(names) or len(n.args) > len(names):
+            continue
+        given = _positional(self, n, names)
+        if set(given) != set(names[:len(given)]):
+            continue      # an omitted parameter in the middle: not this overload
+        return Node("call", n.loc, func=n.func, targs=n.targs, args=[given[x] for x in names[:len(given)]])
+    self.err(f"no declaration of '{fv.name}' has parameters named {', '.join(sorted(named))}", n.loc)
 
 
 def _positional(self, n, names):

@@ -473,13 +473,31 @@ class Compiler:
             return lit(v, t)
         return lit(v, t)
 
+    def package_args_in_order(self, bt, d):
+        """The instantiation's arguments in the package's parameter order (named ones placed)."""
+        if not any(a.kind == "named_arg" for a in d.args):
+            return d.args
+        names = [p.name for p in bt.decl.params]
+        placed = {}
+        for a in d.args:
+            if a.kind != "named_arg":
+                self.err("mix of named and positional package arguments", a.loc)
+            if a.name not in names or a.name in placed:
+                self.err(f"{bt.name} has no parameter '{a.name}' (or it is given twice); "
+                         f"parameters: {', '.join(names)}", a.loc)
+            placed[a.name] = a.value
+        missing = [n for n in names if n not in placed]
+        if missing:
+            self.err(f"{bt.name}: argument(s) {', '.join(missing)} missing", d.loc)
+        return [placed[n] for n in names]
+
     def declare_global_instance(self, d):
         t = d.type
         tname = t.name if t.kind in ("t_named", "t_spec") else None
         bt = self.types.get(tname)
         if isinstance(bt, T.BlockT) and bt.kind == "package_decl":
             args = []
-            for a in d.args:
+            for a in self.package_args_in_order(bt, d):
                 if a.kind == "ctor":
                     args.append(a)
                 elif a.kind == "name":
