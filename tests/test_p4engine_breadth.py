@@ -390,3 +390,20 @@ def test_named_arguments_for_the_package_and_extern_calls():
     src = src.replace("V1Switch(P(), V(), I(), E(), C(), D()) main;",
                       "V1Switch(vr = V(), p = P(), ig = I(), eg = E(), ck = C(), dep = D()) main;")
     assert run(src, b"\x33\x00") == [(4, b"\x33\x33")]
+
+
+def test_type_declarations_and_signed_serializable_enums():
+    decls = TAG + """
+type bit<8> Octet_t;
+@p4runtime_translation("x.org/port", 32)
+type bit<9> Port_t;
+enum int<8> Delta { DOWN = -1, UP = 1 }
+"""
+    src = v1switch(decls, "state start { pkt.extract(hdr.tag); transition accept; }", """
+        apply {
+            Octet_t x = (Octet_t)hdr.tag.a;
+            Port_t type = (Port_t)5;                 // `type` stays usable as a name
+            sm.egress_spec = (bit<9>)type;
+            hdr.tag.b = (bit<8>)x + (bit<8>)(int<8>)Delta.DOWN;
+        }""", "pkt.emit(hdr.tag);")
+    assert run(src, b"\x10\x00") == [(5, b"\x10\x0f")]

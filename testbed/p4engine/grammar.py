@@ -39,7 +39,7 @@ _lt: LT | TLT
 
 // ---------------- declarations
 const_decl: [annotations] "const" type_ref any_name "=" expr ";"
-typedef_decl: [annotations] "typedef" type_ref TYPE_IDENT ";"
+typedef_decl: [annotations] ("typedef" | NEWTYPE) type_ref TYPE_IDENT ";"
 header_decl: [annotations] "header" TYPE_IDENT "{" field* "}"
 struct_decl: [annotations] "struct" TYPE_IDENT "{" field* "}"
 union_decl: [annotations] "header_union" TYPE_IDENT "{" field* "}"
@@ -182,7 +182,7 @@ OPASSIGN: "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | "|+|="
 MULOP: "*" | "/" | "%"
 LT: "<"
 GT: ">"
-%declare TLT TYPE_IDENT SHR_GT
+%declare TLT TYPE_IDENT SHR_GT NEWTYPE
 
 INT: /(\d+[ws])?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|0[dD][0-9_]+|[0-9][0-9_]*)/
 STRING: /"(\\.|[^"\\\n])*"/

@@ -48,6 +48,9 @@ class _P4Lexer(Lexer):
             if t == "NAME":
                 if tok.value in type_names:
                     tok.type = "TYPE_IDENT"
+                elif tok.value == "type" and (prev is None or prev.value in (";", "}", ")")) \
+                        and _NEWTYPE_FOLLOWS.match(data, tok.end_pos):
+                    tok.type = "NEWTYPE"        # `type bit<8> T;` (elsewhere `type` is a name)
             elif t == "LT":
                 if prev is not None and prev.type == "NAME" and (
                         (prev.value in _GENERIC_FUNCS and prev.end_pos == tok.start_pos)
@@ -60,6 +63,7 @@ class _P4Lexer(Lexer):
             yield tok
 
 
+_NEWTYPE_FOLLOWS = re.compile(r"\s+[A-Za-z_]\w*\s*(<|[A-Za-z_])")     # `type bit<...` / `type T Name`
 _TYPE_ARGS = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)[\w\s<>,]*?>\s*\(")
 _BUILTIN_TYPES = {"bit", "int", "bool", "varbit", "tuple", "error"}
 
@@ -111,7 +115,7 @@ def scan_type_names(text):
     for i, t in enumerate(toks):
         if t in _TYPE_DECL_KW and i + 1 < n:
             j = i + 1
-            if t == "enum" and toks[j] == "bit":
+            if t == "enum" and toks[j] in ("bit", "int"):
                 # enum bit<8> Name
                 while j < n and toks[j] != ">":
                     j += 1
@@ -130,7 +134,9 @@ def scan_type_names(text):
                 names.add(toks[j])
                 if j + 1 < n and toks[j + 1] == "<":
                     take_params(j + 1)
-        elif t == "typedef" and (i == 0 or toks[i - 1] in (";", "}", ")")):
+        elif (t == "typedef" or (t == "type" and i + 2 < n and re.match(r"[A-Za-z_]", toks[i + 1])
+                                 and (toks[i + 2] == "<" or re.match(r"[A-Za-z_]", toks[i + 2])))) \
+                and (i == 0 or toks[i - 1] in (";", "}", ")")):
             j = i + 1
             while j < n and toks[j] != ";":
                 j += 1
@@ -394,6 +400,8 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def typedef_decl(self, meta, ch):
+        # `type` (a new type) is treated as a typedef: the same values and representation
+        ch = [c for c in ch if not (_tok(c) and c.type == "NEWTYPE")]
         return Node("typedef", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]))
 
     def _fields_decl(self, kind, meta, ch):
