@@ -182,17 +182,14 @@ def test_flowlet_lab_states_the_rtt_and_sweeps_gaps(tmp_path):
     # four links of 10 Mb/s: 1098-byte frames 878 us each, 62-byte ACKs 50 us each
     assert base_rtt_us(10, 10, 1024) == pytest.approx(4 * 878.4 + 4 * 49.6)
     # the phases' measured RTT: the median over the ranks of each rank's median ACK RTT
-    for phase, medians in (("gap1000us", [20000.0, 25000.0, 21000.0]), ("gap40000us", [30000.0])):
-        (tmp_path / phase / "ranks").mkdir(parents=True)
-        for i, m in enumerate(medians):
-            (tmp_path / phase / "ranks" / f"rank{i}.json").write_text(json.dumps(
-                {"ack_rtt_us": {"samples": 5, "min": m - 1000, "median": m, "max": m + 9000}}))
-    assert metrics.ack_rtt_us(tmp_path / "gap1000us") == (21000.0, 19000.0)
-    facts = {}
+    summaries = [_summary(clos, {}, oos=30), _summary(clos, {}, oos=1)]
+    for summary, medians in zip(summaries, ([20000.0, 25000.0, 21000.0], [30000.0])):
+        for host, m in zip(summary["hosts"], medians):
+            host["ack_rtt_us"] = {"samples": 5, "min": m - 1000, "median": m, "max": m + 9000}
+    assert metrics.ack_rtt_us(summaries[0]) == (21000.0, 19000.0)
     rows = []
-    for phase, summary in zip(phases, [_summary(clos, {}, oos=30), _summary(clos, {}, oos=1)]):
-        facts["dir"] = tmp_path / phase.name
-        rows.append({"phase": phase.name, "dir": phase.name, **phase.label, **lab.row(phase, summary, facts),
+    for phase, summary in zip(phases, summaries):
+        rows.append({"phase": phase.name, "dir": phase.name, **phase.label, **lab.row(phase, summary, {}),
                      "attempts": 1, "status": "ok"})
     result = lab.build(clos, rows, True, "engine", clos.scale, [])
     assert [r["oos"] for r in result["phases"]] == [30 * 8, 8]
@@ -249,3 +246,22 @@ def test_quick_ecmp_lab_runs_for_real_and_cleans_up(tmp_path):
     # nothing left: interfaces, ledgers (which list every process and namespace it made)
     assert _our_interfaces(prefix) == []
     assert list(state.glob("*.json")) == []
+
+
+def test_qpscaling_rings_are_pipelined_and_raise_pfc_thresholds_before_traffic():
+    from types import SimpleNamespace
+    from testbed.labs.qpscaling import PFC_XOFF_XON
+    lab = cli.load("qpscaling")
+    phases = lab.phases(build_clos(lab, True), True)
+    assert all(p.job["pipeline"] and p.job["chunk_bytes"] == metrics.RING_SLICE_BYTES for p in phases)
+    calls = []
+    exp = SimpleNamespace(fabric=SimpleNamespace(controller=SimpleNamespace(set_pfc=lambda *a: calls.append(a))))
+    assert phases[0].before(exp) == {"pfc_xoff": PFC_XOFF_XON[0], "pfc_xon": PFC_XOFF_XON[1]}
+    assert calls == [PFC_XOFF_XON]
+
+
+def test_summary_hosts_carry_each_ranks_ack_rtt():
+    from testbed.net.summary import hosts
+    rtt = {"samples": 3, "min": 900.0, "median": 1000.0, "max": 5000.0}
+    rows = hosts([{"rank": 1, "host": "h2", "counters": {}}, {"rank": 0, "host": "h1", "ack_rtt_us": rtt}])
+    assert [(h["name"], h["ack_rtt_us"]) for h in rows] == [("h1", rtt), ("h2", None)]

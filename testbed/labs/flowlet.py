@@ -62,7 +62,7 @@ class Flowlets(Lab):
                            self.port_defaults.get("delay_us", 0.0))
 
     def row(self, phase, summary, facts):
-        median, _ = metrics.ack_rtt_us(facts["dir"]) if "dir" in facts else (None, None)
+        median, _ = metrics.ack_rtt_us(summary)
         return {"oos": metrics.host_total(summary, "oos"), "rtt_us": median,
                 "retransmits": metrics.host_total(summary, "retransmits"),
                 "uplink_max_mean": metrics.round_or_none(metrics.load_ratio(metrics.uplinks(summary))),

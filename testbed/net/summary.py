@@ -35,8 +35,11 @@
                                              # PFC frames the port's MAC received, paused_us =
                                              # time that queue was paused
       "hosts": [{"name", "rank", "status", "tx_packets", "rx_packets", "oos", "cnp_tx", "cnp_rx",
-                 "retransmits", "lat_timeouts", "pfc_rx", "pfc_tx", "ecn_ce_rx"}],
-                                             # from each rank's NIC (traffic/ report counters)
+                 "retransmits", "lat_timeouts", "pfc_rx", "pfc_tx", "ecn_ce_rx",
+                 "ack_rtt_us": {"samples", "min", "median", "max"} | null}],
+                                             # from each rank's NIC (traffic/ report counters);
+                                             # ack_rtt_us: a message's last packet to its ACK in
+                                             # microseconds, resends excluded (null: no report)
       "collective": {"pattern", "size_bytes", "time_us", "algbw_gbps", "busbw_gbps",
                      "algbw_GBps", "busbw_GBps", "busbw_of_line_rate", "ranks", "status",
                      "rows": [...]},         # time_us: the slowest rank's time (the collective
@@ -92,7 +95,7 @@ def hosts(reports):
         out.append({"name": r.get("host"), "rank": r.get("rank"), "status": r.get("status"),
                     **{k: c.get(k, 0) for k in ("tx_packets", "rx_packets", "oos", "cnp_tx", "cnp_rx",
                                                  "retransmits", "lat_timeouts", "pfc_rx", "pfc_tx")},
-                    "ecn_ce_rx": c.get("ce_rx", 0)})
+                    "ecn_ce_rx": c.get("ce_rx", 0), "ack_rtt_us": r.get("ack_rtt_us")})
     return out
 
 
