@@ -10,6 +10,24 @@ from testbed.labs import metrics
 from testbed.labs.base import Column, Lab, Phase, bar_plot
 
 PLACEMENT_SEED = 0
+# PFC XOFF/XON (packets) for this lab's 256-packet queues. With the controller's 16/8, QPN
+# spraying made every receiver's port a 4-spine fan-in: bursts of its 8 QPs crossed XOFF,
+# the leaf paused all four spines (each spine port paused ~3 s of a 15 s phase) and those
+# pauses blocked traffic to the leaf's other hosts too: host links ~57% busy, busiest uplink
+# 76%, busbw 0.99 Mb/s with 8 QPs. With 200/150 (no pause needed, no drop) the busiest uplink
+# ran at 93-95% and busbw rose to 1.22 Mb/s: link-bound, so the hash decides. 128 keeps 128
+# packets of headroom above XOFF (PFC-only dropped with 48 at 2 Mb/s, labs-notes.md).
+PFC_XOFF_XON = (128, 96)
+
+
+def pfc_thresholds(xoff, xon):
+    """A phase's `before` step: PFC thresholds through the fabric controller."""
+    def before(exp):
+        ctl = exp.fabric.controller
+        if ctl is not None:
+            ctl.set_pfc(xoff, xon)
+        return {"pfc_xoff": xoff, "pfc_xon": xon}
+    return before
 
 
 class QpScaling(Lab):
@@ -19,6 +37,7 @@ class QpScaling(Lab):
                "raises entropy; Meta saw up to +40% AllReduce bus bandwidth")
     columns = [Column("hash", "hash"), Column("qps", "QPs/conn"),
                Column("uplink_max_mean", "uplink max/mean", "{:.2f}"),
+               Column("busiest_uplink_util", "busiest uplink", "{:.0%}"),
                Column("busbw_mbps", "busbw (Mb/s)", "{:.2f}"),
                Column("busbw_of_line", "of line rate", "{:.0%}"),
                Column("gain", "vs baseline", "{:+.0%}")]
@@ -35,11 +54,15 @@ class QpScaling(Lab):
                                                             ("qpn", 8)]
         return [Phase(f"{mode}-{qps}qp", FabricSettings(hash=mode),
                       metrics.ring_job(clos, size, seed=PLACEMENT_SEED, qps=qps, name=f"ring-{mode}-{qps}qp"),
-                      label={"hash": mode, "qps": qps})
+                      before=pfc_thresholds(*PFC_XOFF_XON), label={"hash": mode, "qps": qps})
                 for mode, qps in sweep]
 
     def row(self, phase, summary, facts):
-        return {"uplink_max_mean": metrics.round_or_none(metrics.load_ratio(metrics.uplinks(summary))),
+        up = metrics.uplinks(summary)
+        return {"uplink_max_mean": metrics.round_or_none(metrics.load_ratio(up)),
+                "busiest_uplink_util": max((l["utilization"] or 0 for l in up), default=None),
+                "pfc_xoff": facts.get("pfc_xoff"), "host_pfc_rx": metrics.host_total(summary, "pfc_rx"),
+                "ack_rtt_us": metrics.ack_rtt_us(summary)[0],
                 "busbw_mbps": metrics.round_or_none(metrics.busbw_mbps(summary)),
                 "busbw_of_line": summary["collective"]["busbw_of_line_rate"],
                 "oos": metrics.host_total(summary, "oos"),
