@@ -126,6 +126,22 @@ def test_pipelining_forwards_the_next_steps_data_slice_by_slice_as_it_arrives():
     assert run.done
 
 
+def test_a_pipelined_run_ends_only_when_every_earlier_send_is_acked():
+    # A tree leaf sends up, then only receives: its last phase has no sends of its own.
+    r = wired_rank({"pattern": "tree_allreduce", "ranks": ranks(3), "chunk_bytes": 4096, "cts": False,
+                    "pipeline": True}, 1)
+    [run] = r._plan(8192)
+    r._advance(run, 0.0)
+    up = r.conns[(0, 0)]
+    assert run.idx == 1 and up.posted == 8192                 # sent to the parent; now awaits the result
+    up.consumed = up.recv_planned
+    r._advance(run, 0.0)
+    assert not run.done                                       # the data came back, the send is not ACKed
+    up.acked = 8192
+    r._advance(run, 0.0)
+    assert run.done
+
+
 def test_without_pipelining_a_step_waits_for_its_acks_and_all_of_its_data():
     r, run, out, inc = pipelined_ring_rank(pipeline=False)
     inc.consumed = 4 * 4096

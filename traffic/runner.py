@@ -367,10 +367,13 @@ class RankRunner:
         sends, recvs = run.phases[idx]
         if any(conn.consumed < mark for conn, mark, _ in recvs):
             return False
-        if self.job.pipeline and idx < len(run.phases) - 1:
-            # NCCL moves on once a step's data is out; only the last step waits for its ACKs
+        if not self.job.pipeline:
+            return all(conn.acked >= mark for conn, mark, _, _ in sends)
+        if idx < len(run.phases) - 1:
+            # NCCL moves on once a step's data is out; only the last step waits for ACKs
             return all(conn.posted >= mark for conn, mark, _, _ in sends)
-        return all(conn.acked >= mark for conn, mark, _, _ in sends)
+        # ... for everything the channel sent, also in earlier phases (a tree leaf ends receiving)
+        return all(c.acked >= c.send_planned for c in self.conns.values() if c.channel == run.channel)
 
     def _release_ahead(self, run):
         """Pipelining: the next phase's sends go out chunk by chunk as this phase's data arrives
