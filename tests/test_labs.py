@@ -265,3 +265,12 @@ def test_summary_hosts_carry_each_ranks_ack_rtt():
     rtt = {"samples": 3, "min": 900.0, "median": 1000.0, "max": 5000.0}
     rows = hosts([{"rank": 1, "host": "h2", "counters": {}}, {"rank": 0, "host": "h1", "ack_rtt_us": rtt}])
     assert [(h["name"], h["ack_rtt_us"]) for h in rows] == [("h1", rtt), ("h2", None)]
+
+
+def test_te_rows_keep_the_overrides_but_not_the_phase_directory():
+    from pathlib import Path
+    lab = cli.load("te")
+    clos = build_clos(lab, True)
+    row = lab.row(lab.phases(clos, True)[1], _summary(clos, {}), {"overrides": 8, "dir": Path("/tmp/x/te")})
+    assert row["overrides"] == 8 and "dir" not in row
+    json.dumps(row)                           # lab.json: a Path here failed the whole te lab

@@ -156,7 +156,7 @@ def run_lab(lab, out, quick=False, target="engine", name_prefix=None, grpc_base_
                     break
                 log(f"*** {phase.name}: the collective failed (attempt {attempt}); see {out / where}/ranks/")
             scale = summary["scale"]
-            figures = lab.row(phase, summary, {**facts, "dir": out / where})
+            figures = lab.row(phase, summary, {**facts, "dir": str(out / where)})  # rows go to JSON
             rows.append({"phase": phase.name, "dir": where, **phase.label, **figures,
                          "attempts": attempt, "status": summary["collective"]["status"]})
     result = lab.build(clos, rows, quick, target, scale, errors)

@@ -73,7 +73,7 @@ class TrafficEngineering(Lab):
                       label={"routing": "TE (CSPF)"})]
 
     def row(self, phase, summary, facts):
-        return {**facts,
+        return {**{k: v for k, v in facts.items() if k != "dir"},   # what install_plan returned
                 "max_link_util": metrics.round_or_none(metrics.max_fabric_utilization(summary), 4),
                 "uplink_max_mean": metrics.round_or_none(metrics.load_ratio(metrics.uplinks(summary))),
                 "uplink_bytes": metrics.uplink_bytes(summary),
