@@ -15,9 +15,16 @@ PLACEMENT_SEED = 0
 # the leaf paused all four spines (each spine port paused ~3 s of a 15 s phase) and those
 # pauses blocked traffic to the leaf's other hosts too: host links ~57% busy, busiest uplink
 # 76%, busbw 0.99 Mb/s with 8 QPs. With 200/150 (no pause needed, no drop) the busiest uplink
-# ran at 93-95% and busbw rose to 1.22 Mb/s: link-bound, so the hash decides. 128 keeps 128
-# packets of headroom above XOFF (PFC-only dropped with 48 at 2 Mb/s, labs-notes.md).
-PFC_XOFF_XON = (128, 96)
+# ran at 93-95% and busbw rose to 1.22 Mb/s: link-bound, so the hash decides. At 128/96 with
+# 1 MB the collided 5-tuple uplink still dropped 9 packets (queue 254 of 256): 96 keeps 160
+# packets of headroom above XOFF.
+PFC_XOFF_XON = (96, 64)
+# Larger than the other ring labs' 256 KB: a ring step may only forward what the previous step
+# received, so each hop has at most one step (size/8) in flight; at 256 KB (32 KB steps) and
+# loaded RTTs of 250-370 ms that window, not the links, capped a run at ~0.95 Mb/s (busiest
+# uplink 72%) on a busy machine. 768 KB steps are 96 KB: link-bound, ~10-25 s a phase.
+SIZE = 768 * 1024
+QUICK_SIZE = 256 * 1024
 
 
 def pfc_thresholds(xoff, xon):
@@ -49,7 +56,7 @@ class QpScaling(Lab):
 
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings
-        size = metrics.ring_size(quick)
+        size = QUICK_SIZE if quick else SIZE
         sweep = [("5tuple", 1), ("qpn", 4)] if quick else [("5tuple", 1), ("qpn", 1), ("qpn", 2), ("qpn", 4),
                                                             ("qpn", 8)]
         return [Phase(f"{mode}-{qps}qp", FabricSettings(hash=mode),
