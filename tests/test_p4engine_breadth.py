@@ -407,3 +407,13 @@ enum int<8> Delta { DOWN = -1, UP = 1 }
             hdr.tag.b = (bit<8>)x + (bit<8>)(int<8>)Delta.DOWN;
         }""", "pkt.emit(hdr.tag);")
     assert run(src, b"\x10\x00") == [(5, b"\x10\x0f")]
+
+
+def test_top_level_blocks_take_constructor_arguments():
+    src = v1switch(TAG, "state start { pkt.extract(hdr.tag); transition accept; }", """
+        apply { sm.egress_spec = port; hdr.tag.a = hdr.tag.a + 1; }""", "pkt.emit(hdr.tag);")
+    head = "control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm)"
+    src = src.replace(head + " {", head + "(bit<9> port) {")
+    src = src.replace("V1Switch(P(), V(), I(), E()", "V1Switch(P(), V(), I(7), E()")
+    assert "(bit<9> port)" in src
+    assert run(src, b"\x01\x02") == [(7, b"\x02\x02")]

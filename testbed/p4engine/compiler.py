@@ -602,8 +602,7 @@ class Compiler:
     def compile_block_instance(self, decl, inst_name, role, regions, ctor):
         scope = Scope(self.globals)
         self.bind_params(decl, scope, role, regions)
-        if decl.ctor_params:
-            self.err("parsers/controls with constructor parameters are not supported", decl.loc)
+        self.bind_ctor_args(decl, ctor.args, Ctx(self.globals, Emitter(), "control", ""), scope, ctor.loc)
         if decl.kind == "parser":
             return self.compile_parser(decl, inst_name, scope, role)
         return self.compile_control(decl, inst_name, scope, role)
@@ -840,7 +839,8 @@ class Compiler:
                     w = T.width_of(v.type)
                     if w is None:
                         self.err(f"table key must be a bit<W> value, not {v.type}", ke.expr.loc)
-                    kname = anno_string(ke.annos, "name") or expr_text(ke.expr, lambda m: self.field_key_name(m, ctx))
+                    kname = (anno_string(ke.annos, "name")
+                             or expr_text(ke.expr, lambda m: self.field_key_name(m, ctx)))
                     if mk == "selector":
                         valid = self.valid_slot_of(ke.expr, ctx)
                         info.selector_keys.append((kname, w, v, valid))
@@ -865,11 +865,14 @@ class Compiler:
                 elif p.name == "size":
                     info.size = self.const_int(p.value, "table size")
                 elif p.name == "implementation":
-                    info.implementation = self.table_extern(p.value, ctx, prefix, name, ("action_profile", "action_selector"), p.annos)
+                    info.implementation = self.table_extern(p.value, ctx, prefix, name, ("action_profile", "action_selector"),
+                                                          p.annos)
                 elif p.name == "counters":
-                    info.direct_counter = self.table_extern(p.value, ctx, prefix, name, ("direct_counter",), p.annos)
+                    info.direct_counter = self.table_extern(p.value, ctx, prefix, name, ("direct_counter",),
+                                                          p.annos)
                 elif p.name == "meters":
-                    info.direct_meter = self.table_extern(p.value, ctx, prefix, name, ("direct_meter",), p.annos)
+                    info.direct_meter = self.table_extern(p.value, ctx, prefix, name, ("direct_meter",),
+                                                          p.annos)
                 elif p.name == "support_timeout":
                     info.idle_timeout = True
                 elif p.name in ("max_group_size", "selector_size_semantics", "selector_max_group_size"):
