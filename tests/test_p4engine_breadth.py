@@ -417,3 +417,18 @@ def test_top_level_blocks_take_constructor_arguments():
     src = src.replace("V1Switch(P(), V(), I(), E()", "V1Switch(P(), V(), I(7), E()")
     assert "(bit<9> port)" in src
     assert run(src, b"\x01\x02") == [(7, b"\x02\x02")]
+
+
+def test_serializable_enum_header_fields_take_and_compare_enum_values():
+    decls = """
+enum bit<8> Kind { A = 1, B = 2 }
+header k_t { Kind kind; bit<8> v; }
+struct headers_t { k_t k; }
+"""
+    src = v1switch(decls, "state start { pkt.extract(hdr.k); transition accept; }", """
+        apply {
+            sm.egress_spec = 1;
+            if (hdr.k.kind == Kind.A) { hdr.k.kind = Kind.B; sm.egress_spec = 2; }
+        }""", "pkt.emit(hdr.k);")
+    assert run(src, b"\x01\x09") == [(2, b"\x02\x09")]
+    assert run(src, b"\x03\x09") == [(1, b"\x03\x09")]

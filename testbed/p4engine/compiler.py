@@ -1481,6 +1481,10 @@ class Compiler:
             return v
         if isinstance(t, T.EnumT) and isinstance(vt, T.EnumT) and t.name == vt.name:
             return v
+        if isinstance(vt, T.EnumT) and vt.base is not None and vt.base == t:
+            # a serializable enum where its underlying type is expected (e.g. a header field of
+            # enum type, which is stored as the underlying bits)
+            return Val("rv", t, v.code, const=v.const)
         self.err(f"cannot use a value of type {vt} where {t} is expected (use an explicit cast)", loc)
 
     def wrap_code(self, code, t):
@@ -1806,6 +1810,10 @@ class Compiler:
             return a, self.convert(b, ta, loc), ta
         if isinstance(ta, T.EnumT) and isinstance(tb, T.EnumT) and ta.name == tb.name:
             return a, b, ta
+        if isinstance(ta, T.EnumT) and ta.base is not None and ta.base == tb:
+            return self.convert(a, tb, loc), b, tb
+        if isinstance(tb, T.EnumT) and tb.base is not None and tb.base == ta:
+            return a, self.convert(b, ta, loc), ta
         if isinstance(ta, T.BitT) and isinstance(tb, T.BitT):
             self.err(f"operands of '{op}' have different types: {ta} and {tb} (add a cast)", loc)
         self.err(f"operands of '{op}' have incompatible types: {ta} and {tb}", loc)
