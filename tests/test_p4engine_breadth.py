@@ -432,3 +432,20 @@ struct headers_t { k_t k; }
         }""", "pkt.emit(hdr.k);")
     assert run(src, b"\x01\x09") == [(2, b"\x02\x09")]
     assert run(src, b"\x03\x09") == [(1, b"\x03\x09")]
+
+
+def test_struct_fields_inside_a_header():
+    decls = """
+struct inner_t { bit<4> hi; bit<4> lo; }
+struct row_t { bit<8> a; inner_t nib; bool flag; bit<7> pad; }
+header row_h { bit<8> tag; row_t row; }
+struct headers_t { row_h r; }
+"""
+    src = v1switch(decls, "state start { pkt.extract(hdr.r); transition accept; }", """
+        apply {
+            sm.egress_spec = hdr.r.row.flag ? 9w2 : 9w1;
+            row_t copy = hdr.r.row;
+            hdr.r.row.nib.hi = copy.nib.lo;
+            hdr.r.row.a = copy.a + (bit<8>)hdr.r.minSizeInBytes();
+        }""", "pkt.emit(hdr.r);")
+    assert run(src, b"\x07\x10\x3c\x85") == [(2, b"\x07\x14\xcc\x85")]

@@ -391,7 +391,7 @@ class Compiler:
         if k == "typedef":
             self.types[d.name] = self.resolve_type(d.type)
         elif k in ("header", "struct", "header_union"):
-            fields, annos = [], {}
+            fields, annos, views = [], {}, {}
             seen = set()
             for f in d.fields:
                 if f.name in seen:
@@ -403,6 +403,14 @@ class Compiler:
                 if k == "header" and isinstance(ft, T.VarbitT):
                     if any(isinstance(t, T.VarbitT) for _, t in fields):
                         self.err(f"header {d.name} has more than one varbit field", f.loc)
+                elif k == "header" and isinstance(ft, T.StructT):
+                    # a struct of bit fields inside a header: stored as its leaves, in order, so
+                    # the struct's own layout (consecutive scalar slots) is a view on them
+                    leaves = self.header_struct_leaves(ft, f.name, f.loc)
+                    views[f.name] = (ft, leaves[0][0])
+                    fields.extend(leaves)
+                    annos.update((n, f.annos) for n, _ in leaves)
+                    continue
                 elif k == "header":
                     if not isinstance(ft, (T.BitT, T.BoolT)) and not (isinstance(ft, T.EnumT) and ft.base):
                         self.err(f"header field '{f.name}' must be bit<W> or int<W>, not {ft}", f.loc)
@@ -413,6 +421,7 @@ class Compiler:
             cls = {"header": T.HeaderT, "struct": T.StructT, "header_union": T.UnionT}[k]
             t = cls(d.name, fields, annos)
             t.annos = d.annos
+            t.struct_views = views
             if k == "header" and t.bit_width % 8:
                 self.err(f"header {d.name} is {t.bit_width} bits long; BMv2 needs a multiple of 8", d.loc)
             self.types[d.name] = t
@@ -461,6 +470,21 @@ class Compiler:
             self.declare_global_instance(d)
         else:
             self.err(f"unsupported declaration '{k}'", d.loc)
+
+    def header_struct_leaves(self, st, name, loc):
+        """[(dotted name, scalar type)] of a struct used as a header field (nested structs too)."""
+        out = []
+        for fname, ft in st.fields:
+            if isinstance(ft, T.StructT):
+                out.extend(self.header_struct_leaves(ft, f"{name}.{fname}", loc))
+            elif isinstance(ft, (T.BitT, T.BoolT)) or (isinstance(ft, T.EnumT) and ft.base):
+                out.append((f"{name}.{fname}", ft.base if isinstance(ft, T.EnumT) else ft))
+            else:
+                self.err(f"header field '{name}': struct {st.name} field '{fname}' must be bit<W>, "
+                         f"int<W> or bool, not {ft}", loc)
+        if not out:
+            self.err(f"header field '{name}': struct {st.name} has no fields", loc)
+        return out
 
     def coerce_const(self, v, t, loc):
         if isinstance(t, T.BitT):
@@ -1583,6 +1607,9 @@ class Compiler:
                     if isinstance(t, T.HeaderT):
                         v.valid = base.slot
                     return v
+                view = getattr(t, "struct_views", {}).get(name) if isinstance(t, T.HeaderT) else None
+                if view is not None:            # a struct field of a header: a view on its leaves
+                    return agg(slot_add(base.slot, t.offsets()[view[1]]), view[0])
                 if isinstance(t, T.HeaderT) and name in ("isValid", "setValid", "setInvalid", "minSizeInBits",
                                                           "minSizeInBytes"):
                     return Val("method", obj=base, name=name)
