@@ -378,10 +378,10 @@ class RankRunner:
     def _release_ahead(self, run):
         """Pipelining: the next phase's sends go out chunk by chunk as this phase's data arrives
         (in a ring, step k+1 forwards what step k received: NCCL's slices)."""
-        sends, recvs = run.phases[run.idx]
+        recvs = run.phases[run.idx][1]
         if not recvs or run.idx + 1 >= len(run.phases):
             return
-        arrived = min(max(0, conn.consumed - (mark - nbytes)) / nbytes for conn, mark, nbytes in recvs)
+        arrived = min(max(0, conn.consumed - (mark - nbytes)) / max(nbytes, 1) for conn, mark, nbytes in recvs)
         for conn, mark, nbytes, phase_no in run.phases[run.idx + 1][0]:
             self._release(conn, mark, nbytes, phase_no, arrived)
 
