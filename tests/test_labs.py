@@ -253,7 +253,7 @@ def test_qpscaling_rings_are_pipelined_and_raise_pfc_thresholds_before_traffic()
     from testbed.labs.qpscaling import PFC_XOFF_XON
     lab = cli.load("qpscaling")
     phases = lab.phases(build_clos(lab, True), True)
-    assert all(p.job["pipeline"] and p.job["chunk_bytes"] == metrics.RING_SLICE_BYTES for p in phases)
+    assert all(p.job["slicing"] and p.job["chunk_bytes"] == metrics.RING_SLICE_BYTES for p in phases)
     calls = []
     exp = SimpleNamespace(fabric=SimpleNamespace(controller=SimpleNamespace(set_pfc=lambda *a: calls.append(a))))
     assert phases[0].before(exp) == {"pfc_xoff": PFC_XOFF_XON[0], "pfc_xon": PFC_XOFF_XON[1]}

@@ -87,14 +87,14 @@ class IcmpWatcher:
         self.sock.close()
 
 
-@pytest.mark.parametrize("pipeline", [False, True], ids=["step-by-step", "pipelined"])
-def test_four_ranks_complete_a_ring_allreduce_with_exact_bytes_and_no_oos(lab_factory, tmp_path, pipeline):
+@pytest.mark.parametrize("slicing", [False, True], ids=["step-by-step", "sliced"])
+def test_four_ranks_complete_a_ring_allreduce_with_exact_bytes_and_no_oos(lab_factory, tmp_path, slicing):
     lab = lab_factory(4)
     watchers = [IcmpWatcher(h["ns"]) for h in lab.hosts]
     size = 1 << 20
     outputs, reports = run_job(lab, tmp_path, {
         "pattern": "ring_allreduce", "sizes": [size], "channels": 2, "qps_per_connection": 2,
-        "qp_spread": "round_robin", "chunk_bytes": 32768, "timeout_s": 40, "pipeline": pipeline,
+        "qp_spread": "round_robin", "chunk_bytes": 32768, "timeout_s": 40, "slicing": slicing,
         "nic": {"line_rate_mbps": 200, "lat_timeout_s": 0.2}})
     for code, out, err in outputs:
         assert code == 0, err

@@ -97,17 +97,17 @@ def test_a_cts_arriving_during_the_start_barrier_is_kept_until_the_rank_has_plan
     assert conn.posted == 8192 and [m.nbytes for m in conn.qps[0].pending] == [4096, 4096]
 
 
-def pipelined_ring_rank(pipeline):
+def pipelined_ring_rank(slicing):
     """Rank 1 of a 4-rank ring AllReduce of 4 x 4 chunks per step, planned and in its first step."""
     r = wired_rank({"pattern": "ring_allreduce", "ranks": ranks(4), "chunk_bytes": 4096, "cts": False,
-                    "pipeline": pipeline}, 1)
+                    "slicing": slicing}, 1)
     [run] = r._plan(4 * 4 * 4096)
     r._advance(run, 0.0)
     return r, run, r.conns[(2, 0)], r.conns[(0, 0)]           # to the next rank, from the previous
 
 
 def test_pipelining_forwards_the_next_steps_data_slice_by_slice_as_it_arrives():
-    r, run, out, inc = pipelined_ring_rank(pipeline=True)
+    r, run, out, inc = pipelined_ring_rank(slicing=True)
     assert run.idx == 0 and out.posted == 4 * 4096            # step 0: its own data, all at once
     inc.consumed = 4096 + 100                                 # one slice (and a bit) of step 0 arrived
     r._advance(run, 0.0)
@@ -129,7 +129,7 @@ def test_pipelining_forwards_the_next_steps_data_slice_by_slice_as_it_arrives():
 def test_a_pipelined_run_ends_only_when_every_earlier_send_is_acked():
     # A tree leaf sends up, then only receives: its last phase has no sends of its own.
     r = wired_rank({"pattern": "tree_allreduce", "ranks": ranks(3), "chunk_bytes": 4096, "cts": False,
-                    "pipeline": True}, 1)
+                    "slicing": True}, 1)
     [run] = r._plan(8192)
     r._advance(run, 0.0)
     up = r.conns[(0, 0)]
@@ -143,7 +143,7 @@ def test_a_pipelined_run_ends_only_when_every_earlier_send_is_acked():
 
 
 def test_without_pipelining_a_step_waits_for_its_acks_and_all_of_its_data():
-    r, run, out, inc = pipelined_ring_rank(pipeline=False)
+    r, run, out, inc = pipelined_ring_rank(slicing=False)
     inc.consumed = 4 * 4096
     r._advance(run, 0.0)
     assert run.idx == 0 and out.posted == 4 * 4096            # data in, but step 0 not ACKed
@@ -152,9 +152,9 @@ def test_without_pipelining_a_step_waits_for_its_acks_and_all_of_its_data():
     assert run.idx == 1 and out.posted == 8 * 4096
 
 
-def test_pipeline_must_be_a_boolean():
-    with pytest.raises(JobError, match="job.pipeline: expected true or false"):
-        parse_job({"pattern": "ring_allreduce", "ranks": ranks(2), "pipeline": "yes"})
+def test_slicing_must_be_a_boolean():
+    with pytest.raises(JobError, match="job.slicing: expected true or false"):
+        parse_job({"pattern": "ring_allreduce", "ranks": ranks(2), "slicing": "yes"})
 
 
 def receiving_root(senders, budget, chunk=4096, buffer_bytes=8192):

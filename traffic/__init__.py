@@ -27,7 +27,7 @@ Modules and the API other parts call
     ``cts.buffer_bytes``; senders post WRITEs only within it. With ``cts.budget_bytes`` the
     receiver also bounds its total: credit granted and not yet consumed stays within the
     budget, a chunk at a time to the waiting connections in turn (receiver-driven admission).
-    Pipelining (job ``pipeline: true``, as NCCL slices a step): the next phase's sends leave
+    Slicing (job ``slicing: true``, as NCCL pipelines a step in slices): the next phase's sends leave
     chunk by chunk as this phase's data arrives, and a phase needs its data out, not ACKed
     (the last phase waits for its ACKs); otherwise each phase waits for all of it.
 ``traffic.report``

@@ -4,7 +4,7 @@ A schedule is a list of :class:`Phase` for one rank and one channel: in each
 phase the rank writes ``sends`` (peer, bytes) and expects ``recvs`` (peer,
 bytes); a phase is complete when its writes are ACKed and its expected bytes
 have arrived, and only then does the next one start (the data dependency of
-the real algorithm, without the arithmetic; with the job's ``pipeline`` the runner
+the real algorithm, without the arithmetic; with the job's ``slicing`` the runner
 forwards the next phase's data chunk by chunk as this phase's arrives, as NCCL's
 slices do). ``size`` follows nccl-tests: the
 buffer size of the operation in bytes, and :data:`BUSBW_FACTOR` gives

@@ -11,7 +11,7 @@ A job is a JSON object; every key but ``ranks`` and ``pattern`` has a default::
       "qps_per_connection": 1,
       "qp_spread": "round_robin",         # or "split": every message cut across the QPs
       "chunk_bytes": 65536,               # WRITE message size (CTS credit unit, pipeline chunk)
-      "pipeline": false,                  # true: NCCL-style slicing -- a phase's sends leave chunk by
+      "slicing": false,                   # true: NCCL-style slicing -- a phase's sends leave chunk by
                                           # chunk as the previous phase's data arrives, and phases
                                           # wait for their data to be out, not ACKed (the last does)
       "alltoallv_weights": [[...], ...],  # alltoallv only: n x n non-negative numbers, row r = how
@@ -75,7 +75,7 @@ class Job:
     qps_per_connection: int = 1
     qp_spread: str = "round_robin"
     chunk_bytes: int = 65536
-    pipeline: bool = False
+    slicing: bool = False
     cts: bool = True
     cts_buffer_bytes: int = 262144
     cts_refresh_s: float = 0.02
@@ -98,7 +98,7 @@ class Job:
 
 
 _TOP_KEYS = {"name", "pattern", "sizes", "size", "iterations", "warmup", "channels", "qps_per_connection",
-             "qp_spread", "chunk_bytes", "pipeline", "cts", "dcqcn", "classes", "nic", "timeout_s", "control_port",
+             "qp_spread", "chunk_bytes", "slicing", "cts", "dcqcn", "classes", "nic", "timeout_s", "control_port",
              "qpn_base", "gateway_mac", "ranks", "placement", "comment", "alltoallv_weights"}
 _NIC_KEYS = {"line_rate_mbps", "mtu", "ack_every", "ack_delay_s", "lat_timeout_s", "retry_count",
              "max_outstanding", "cnp_interval_s", "burst_bytes", "check_icrc", "slow_rx_mbps",
@@ -226,14 +226,14 @@ def parse_job(data):
     spread = data.get("qp_spread", "round_robin")
     if spread not in ("round_robin", "split"):
         raise JobError(f"job.qp_spread: {spread!r} is not 'round_robin' or 'split'")
-    pipeline = data.get("pipeline", False)
-    if not isinstance(pipeline, bool):
-        raise JobError(f"job.pipeline: expected true or false, got {pipeline!r}")
+    slicing = data.get("slicing", False)
+    if not isinstance(slicing, bool):
+        raise JobError(f"job.slicing: expected true or false, got {slicing!r}")
     job = Job(
         name=str(data.get("name", pattern)), pattern=pattern, sizes=sizes, ranks=ranks,
         iterations=_int(data, "iterations", 1), warmup=_int(data, "warmup", 0, 0),
         channels=_int(data, "channels", 1, 1, 64), qps_per_connection=_int(data, "qps_per_connection", 1, 1, 64),
-        qp_spread=spread, chunk_bytes=chunk, pipeline=pipeline, cts=bool(cts.get("enabled", True)),
+        qp_spread=spread, chunk_bytes=chunk, slicing=slicing, cts=bool(cts.get("enabled", True)),
         cts_buffer_bytes=_int(cts, "buffer_bytes", max(4 * chunk, 262144), 4, None, "job.cts"),
         cts_refresh_s=_num(cts, "refresh_s", 0.02, "job.cts"),
         cts_budget_bytes=(_int(cts, "budget_bytes", None, 4, None, "job.cts")

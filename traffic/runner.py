@@ -367,7 +367,7 @@ class RankRunner:
         sends, recvs = run.phases[idx]
         if any(conn.consumed < mark for conn, mark, _ in recvs):
             return False
-        if not self.job.pipeline:
+        if not self.job.slicing:
             return all(conn.acked >= mark for conn, mark, _, _ in sends)
         if idx < len(run.phases) - 1:
             # NCCL moves on once a step's data is out; only the last step waits for ACKs
@@ -389,7 +389,7 @@ class RankRunner:
         while not run.done:
             if run.idx >= 0:
                 if not self._complete(run, run.idx):
-                    if self.job.pipeline:
+                    if self.job.slicing:
                         self._release_ahead(run)
                     return
                 if (run.idx + 1) % run.per_iter == 0:

@@ -119,7 +119,7 @@ def ring_job(clos, size, seed=0, qps=1, name=None):
     from testbed.net.experiment import job_for
     job = job_for(clos, "ring_allreduce", [size], qps_per_connection=qps, name=name, chunk_bytes=RING_SLICE_BYTES)
     job["ranks"] = interleaved(job["ranks"], seed)
-    job["pipeline"] = True
+    job["slicing"] = True
     return job
 
 
