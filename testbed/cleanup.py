@@ -20,20 +20,28 @@ STATE_DIR = Path(os.environ.get("ROCELAB_STATE_DIR", "/run/rocelab"))
 KINDS = ("pid", "link", "netns", "bridge")
 
 
-def proc_start_time(pid):
-    """Start time of `pid` in clock ticks since boot, or None if it is gone."""
+def _proc_stat(pid):
+    """(state, start time in clock ticks since boot) of `pid`, or None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
     # comm (field 2) may contain spaces and parentheses: split after the last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[0], int(fields[19])
+
+
+def proc_start_time(pid):
+    """Start time of `pid` in clock ticks since boot, or None if it is gone."""
+    stat = _proc_stat(pid)
+    return None if stat is None else stat[1]
 
 
 def pid_alive(pid, start_time=None):
-    started = proc_start_time(pid)
-    return started is not None and (start_time is None or started == start_time)
+    """True while `pid` (the same process, if `start_time` is given) runs; a zombie has ended."""
+    stat = _proc_stat(pid)
+    return stat is not None and stat[0] != "Z" and (start_time is None or stat[1] == start_time)
 
 
 class Ledger:
@@ -89,22 +97,37 @@ def _run(*cmd):
     return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
+def _signal_all(procs, signum):
+    for pid, start in procs:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_gone(procs, seconds):
+    """The processes still alive after waiting up to `seconds` for all of them together."""
+    deadline = time.monotonic() + seconds
+    while True:
+        procs = [(pid, start) for pid, start in procs if pid_alive(pid, start)]
+        if not procs or time.monotonic() >= deadline:
+            return procs
+        time.sleep(0.02)
+
+
+def _stop_processes(entries):
+    """SIGTERM every recorded process still alive, one shared grace period, then SIGKILL the rest
+    (an interactive shell ignores SIGTERM) and wait until the kernel has really ended them."""
+    procs = [(e["name"], e.get("start")) for e in entries if pid_alive(e["name"], e.get("start"))]
+    _signal_all(procs, signal.SIGTERM)
+    survivors = _wait_gone(procs, 1.0)
+    _signal_all(survivors, signal.SIGKILL)
+    _wait_gone(survivors, 2.0)
+    return [f"process {pid}" for pid, _ in procs]
+
+
 def _remove_entries(entries):
-    removed = []
-    for entry in entries.get("pid", []):
-        pid = entry["name"]
-        if pid_alive(pid, entry.get("start")):
-            try:
-                os.kill(pid, signal.SIGTERM)
-                for _ in range(50):
-                    if not pid_alive(pid, entry.get("start")):
-                        break
-                    time.sleep(0.02)
-                else:
-                    os.kill(pid, signal.SIGKILL)
-                removed.append(f"process {pid}")
-            except ProcessLookupError:
-                pass
+    removed = _stop_processes(entries.get("pid", []))
     for kind in ("link", "bridge"):
         for entry in entries.get(kind, []):
             if Path(f"/sys/class/net/{entry['name']}").exists() and _run("ip", "link", "del", entry["name"]):

@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -42,7 +43,9 @@ def test_clean_removes_what_a_killed_run_recorded(tmp_path):
         subprocess.run(["ip", "link", "add", {veth!r}, "type", "veth", "peer", "name", {veth + 'p'!r}], check=True)
         ledger.add("netns", {netns!r})
         subprocess.run(["ip", "netns", "add", {netns!r}], check=True)
-        child = subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # like a node's interactive shell, this one ignores SIGTERM
+        child = subprocess.Popen(["bash", "-c", "trap '' TERM; exec sleep 300"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ledger.add("pid", child.pid)
         print(child.pid, flush=True)
         os._exit(9)   # crash without any teardown
@@ -56,11 +59,21 @@ def test_clean_removes_what_a_killed_run_recorded(tmp_path):
         removed = cleanup.clean(state_dir=tmp_path)
         assert f"link {veth}" in removed and f"netns {netns}" in removed and f"process {sleeper}" in removed
         assert not _link_exists(veth) and not os.path.exists(f"/run/netns/{netns}")
-        assert not cleanup.pid_alive(sleeper) or open(f"/proc/{sleeper}/stat").read().split()[2] == "Z"
+        assert not cleanup.pid_alive(sleeper)   # gone when clean() returns, SIGKILL included
         assert list(tmp_path.glob("*.json")) == []
     finally:
         subprocess.run(["ip", "link", "del", veth], stderr=subprocess.DEVNULL)
         subprocess.run(["ip", "netns", "del", netns], stderr=subprocess.DEVNULL)
+
+
+def test_a_zombie_is_not_alive():
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not cleanup.pid_alive(child.pid)   # ended, though its parent has not reaped it yet
+    child.wait()
 
 
 def test_clean_leaves_live_runs_and_reused_pids_alone(tmp_path):
