@@ -362,6 +362,24 @@ def test_pfc_pauses_the_data_priority_for_quanta_times_512_bit_times():
     assert p.a_sends()
 
 
+def test_a_resumed_sender_goes_on_at_line_rate_without_a_burst():
+    # A paused link earns no pacer credit: a full bucket sent back to back on resume would land
+    # in the very switch queue that asked for the pause.
+    p = Pair(line_rate_bps=100e6, burst_bytes=16 * 1024)
+    p.a.post_write(p.qa, 1 << 20)
+    burst = p.a_sends()
+    assert len(burst) >= 10                                   # an idle NIC may burst its bucket
+    p.a._on_mac_control(pfc({3: 20_000}), p.t)                 # 102.4 ms at 100 Mb/s
+    p.t += 0.1025
+    assert len(p.a_sends()) <= 2                               # 0.1 ms at line rate, no bucket
+    p.t += 0.001                                              # 1 ms = 12500 B at 100 Mb/s
+    assert 10 <= len(p.a_sends()) <= 13
+    p.a._on_mac_control(pfc({3: 0xFFFF}), p.t)
+    p.t += 0.01
+    p.a._on_mac_control(pfc({3: 0}), p.t)                      # XON ends the pause early
+    assert len(p.a_sends()) <= 1
+
+
 def test_acks_of_a_paused_priority_are_held_until_the_pause_ends():
     p = Pair(line_rate_bps=100e6)
     p.b._on_mac_control(pfc({3: 1000}), p.t)                   # 5.12 ms

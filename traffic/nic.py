@@ -357,6 +357,8 @@ class Nic:
         line = self.cfg.line_rate_bps
         self._burst_s = self.cfg.burst_bytes * 8 / line
         self.paused_until = [0.0] * 8
+        self._credit_at_pause = 0.0   # pacer state when the data priority was paused
+        self._pacer_at_pause = 0.0
         self.held = {prio: deque() for prio in range(8)}
         self._cts_templates = {}
         self._cts_seq = 0
@@ -540,8 +542,16 @@ class Nic:
         was = self.paused_until[prio]
         if was > now:   # count only the part of the earlier pause that actually elapsed
             self.paused_seconds[prio] -= was - now
+        elif prio == self.cfg.classes["data"].priority:
+            # The line-rate pacer's credit when the pause starts: a paused link earns none, so a
+            # resumed NIC goes on at line rate instead of bursting a full bucket into the
+            # switch queue that just asked for the pause (its headroom would have to absorb it).
+            self._pacer_at_pause = self.next_send
+            self._credit_at_pause = min(self._burst_s, max(0.0, now - self.next_send))
         self.paused_until[prio] = now + seconds
         self.paused_seconds[prio] += seconds
+        if prio == self.cfg.classes["data"].priority:
+            self.next_send = max(self._pacer_at_pause, now + seconds - self._credit_at_pause)
 
     def _on_roce(self, frame, now):
         if frame[IP_PROTO] != 17:
