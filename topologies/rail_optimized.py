@@ -8,19 +8,11 @@ group (port h), so rank-to-rank traffic of the same rail stays one leaf apart, a
 GPU training clusters where NIC i of every server meets on rail i. Hosts route each
 leaf subnet through the NIC of that leaf's rail. Same options as clos.py.
 """
-import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+from _bootstrap import shell_for
 
-if os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(REPO, ".venv")):
-    os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-sys.path.insert(0, REPO)
-try:
-    from testbed.net import shell
-except ImportError as exc:
-    sys.exit(f"{os.path.basename(__file__)}: {exc}; run `sudo make setup` first")
+shell = shell_for(__file__)
 
 if __name__ == "__main__":
     sys.exit(shell.script(prog="rail_optimized.py", description=__doc__, rails=2, leaves=4, hosts_per_leaf=2))

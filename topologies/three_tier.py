@@ -8,19 +8,11 @@ aggregation switch. --agg-oversubscription sets spine down : up capacity (Meta's
 aggregation stage is oversubscribed while the AI zone below is 1:1). Same options as
 clos.py.
 """
-import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+from _bootstrap import shell_for
 
-if os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(REPO, ".venv")):
-    os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-sys.path.insert(0, REPO)
-try:
-    from testbed.net import shell
-except ImportError as exc:
-    sys.exit(f"{os.path.basename(__file__)}: {exc}; run `sudo make setup` first")
+shell = shell_for(__file__)
 
 if __name__ == "__main__":
     sys.exit(shell.script(prog="three_tier.py", description=__doc__, zones=2, aggs=2, leaves=2, hosts_per_leaf=1))
