@@ -16,6 +16,7 @@ strictly lower maximum utilization.
 :func:`ecmp_loads` is the baseline: every flow (a 5-tuple) hashed onto the equal-cost
 next hops with a fixed hash at every switch, like a fabric without TE.
 """
+import contextlib
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -165,6 +166,20 @@ def _improve(graph, loads, placements, options, rounds):
     def shift(key, fractions, sign):
         _add(loads, fractions, placements[key].rate_mbps, sign)
 
+    @contextlib.contextmanager
+    def moved(key, fractions):
+        """`key` on the path `fractions` instead of its placement, for the block's duration."""
+        shift(key, placements[key].fractions, -1.0)
+        shift(key, fractions, 1.0)
+        try:
+            yield
+        finally:
+            shift(key, fractions, -1.0)
+            shift(key, placements[key].fractions, 1.0)
+
+    def alternatives(key):
+        return [(u, f) for u, f in options[key].items() if u != placements[key].uplink]
+
     for _ in range(rounds):
         best = _objective(graph, loads)
         util = utilization(graph, loads)
@@ -175,39 +190,24 @@ def _improve(graph, loads, placements, options, rounds):
         on_hot = [k for k in movable if hottest in placements[k].fractions]
         move = None
         for key in on_hot:
-            for uplink, fractions in options[key].items():
-                if uplink == placements[key].uplink:
-                    continue
-                shift(key, placements[key].fractions, -1.0)
-                shift(key, fractions, 1.0)
-                score = _objective(graph, loads)
-                shift(key, fractions, -1.0)
-                shift(key, placements[key].fractions, 1.0)
+            for uplink, fractions in alternatives(key):
+                with moved(key, fractions):
+                    score = _objective(graph, loads)
                 if score < best:
                     best, move = score, [(key, uplink, fractions)]
         if move is None:
             for key in on_hot:
-                for uplink, fractions in options[key].items():
-                    if uplink == placements[key].uplink:
-                        continue
-                    shift(key, placements[key].fractions, -1.0)
-                    shift(key, fractions, 1.0)
-                    for other in movable:
-                        if other == key:
-                            continue
-                        for o_uplink, o_fractions in options[other].items():
-                            if o_uplink == placements[other].uplink:
+                for uplink, fractions in alternatives(key):
+                    with moved(key, fractions):
+                        for other in movable:
+                            if other == key:
                                 continue
-                            shift(other, placements[other].fractions, -1.0)
-                            shift(other, o_fractions, 1.0)
-                            score = _objective(graph, loads)
-                            shift(other, o_fractions, -1.0)
-                            shift(other, placements[other].fractions, 1.0)
-                            if score < best:
-                                best = score
-                                move = [(key, uplink, fractions), (other, o_uplink, o_fractions)]
-                    shift(key, fractions, -1.0)
-                    shift(key, placements[key].fractions, 1.0)
+                            for o_uplink, o_fractions in alternatives(other):
+                                with moved(other, o_fractions):
+                                    score = _objective(graph, loads)
+                                if score < best:
+                                    best = score
+                                    move = [(key, uplink, fractions), (other, o_uplink, o_fractions)]
         if move is None:
             return
         for key, uplink, fractions in move:
