@@ -196,7 +196,7 @@ def _form(keys):
 
 class FakeTable:
     def __init__(self, name, keys, default):
-        from testbed.p4rt import engine_api as E
+        from testbed.p4engine import tables as E
         self.E = E
         self.name, self.keys, self.size = name, keys, 64
         self._entries = []
@@ -252,7 +252,7 @@ class FakeProfile:
         self._members, self._groups = {}, {}
 
     def insert_member(self, id_, call):
-        from testbed.p4rt import engine_api as E
+        from testbed.p4engine import tables as E
         if id_ in self._members:
             raise E.TableError("ALREADY_EXISTS", f"member {id_} exists")
         self._members[id_] = call
@@ -264,7 +264,7 @@ class FakeProfile:
         del self._members[id_]
 
     def insert_group(self, id_, members):
-        from testbed.p4rt import engine_api as E
+        from testbed.p4engine import tables as E
         for m, _w in members:
             if m not in self._members:
                 raise E.TableError("NOT_FOUND", f"member {m} does not exist")
@@ -324,7 +324,7 @@ class FakeP4Pipeline:
     CPU get a 2-byte packet_in header with the ingress port. Each packet raises a digest."""
 
     def __init__(self, cpu_port):
-        from testbed.p4rt import engine_api as E
+        from testbed.p4engine import tables as E
         self.E = E
         self.cpu_port = cpu_port
         self.tables = {

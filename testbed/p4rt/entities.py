@@ -10,7 +10,7 @@ from google.rpc import code_pb2
 
 from p4.v1 import p4data_pb2, p4runtime_pb2
 
-from testbed.p4rt import engine_api as E
+from testbed.p4engine import tables as E
 from testbed.p4rt.errors import P4RuntimeError, from_table_error, invalid, not_found, unimplemented
 from testbed.p4rt.p4info import decode_int, encode_int
 
