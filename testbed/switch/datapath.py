@@ -146,9 +146,11 @@ class Switch:
                         pass
                     continue
                 self._drain_port(by_fd[fd])
-            while self._injected:
-                port, frame = self._injected.popleft()
-                self._receive(port, frame, clock())
+            if self._injected:
+                with self.lock:
+                    while self._injected:
+                        port, frame = self._injected.popleft()
+                        self._receive(port, frame, clock())
         if self.captures:
             self.captures.flush()
 
@@ -167,7 +169,7 @@ class Switch:
                 self._receive(number, frame, clock())
 
     def _receive(self, number, frame, now):
-        """The port MAC, then the ingress pipeline, then the queues."""
+        """The port MAC, then the ingress pipeline, then the queues (caller holds self.lock)."""
         counters = self.counters[number]
         counters.rx_packets += 1
         counters.rx_bytes += len(frame)
@@ -182,14 +184,13 @@ class Switch:
         if pipeline is None:
             return
         now_us = int((now - self.t0) * 1_000_000)
-        with self.lock:
-            try:
-                jobs = pipeline.ingress(number, frame, now_us)
-            except Exception as exc:   # a pipeline fault must not stop the switch
-                self._pipeline_fault("ingress", number, exc)
-                return
-            for job in jobs:
-                self._enqueue(job, now_us)
+        try:
+            jobs = pipeline.ingress(number, frame, now_us)
+        except Exception as exc:   # a pipeline fault must not stop the switch
+            self._pipeline_fault("ingress", number, exc)
+            return
+        for job in jobs:
+            self._enqueue(job, now_us)
 
     def _mac_control(self, number, frame, now):
         """Consume a PFC frame on a PFC-enabled port; True if consumed."""
