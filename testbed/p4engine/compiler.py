@@ -1377,53 +1377,38 @@ class Compiler:
                     self.err(f"duplicate switch label '{lab}'", case.loc)
                 seen.add(lab)
         v = self.expr(s.expr, ctx)
+        t = ctx.temp()
         if v.kind == "apply_action_run":
-            t = ctx.temp()
             em.line(f"{t} = {v.code}[1]")
             table = v.info
             names = {ai.decl.name: ai for ai, _ in table.actions}
             names.update({ai.name: ai for ai, _ in table.actions})
-            first = True
-            pending = []
-            for case in s.cases:
+
+            def condition(case):
+                if case.label not in names:
+                    self.err(f"'{case.label}' is not an action of table {table.decl.name}", case.loc)
+                return f"{t} == {names[case.label].name!r}"
+        else:
+            v = self.scalar(v, s.expr.loc)
+            em.line(f"{t} = {v.code}")
+
+            def condition(case):
                 lab = case.label
-                if isinstance(lab, Node) and lab.kind == "sw_default":
-                    conds = None
-                else:
-                    if lab not in names:
-                        self.err(f"'{lab}' is not an action of table {table.decl.name}", case.loc)
-                    conds = f"{t} == {names[lab].name!r}"
-                if case.body is None:
-                    pending.append(conds)
-                    continue
-                allc = pending + [conds]
-                pending = []
-                if None in allc:
-                    em.line("else:" if not first else "if True:")
-                else:
-                    em.line(f"{'if' if first else 'elif'} {' or '.join(allc)}:")
-                first = False
-                em.indent()
-                mark = em.mark()
-                self.stmt_block(case.body, ctx)
-                em.ensure_body(mark)
-                em.dedent()
-            return
-        v = self.scalar(v, s.expr.loc)
-        t = ctx.temp()
-        em.line(f"{t} = {v.code}")
-        first = True
-        pending = []
-        for case in s.cases:
-            lab = case.label
-            if isinstance(lab, Node) and lab.kind == "sw_default":
-                cond = None
-            else:
                 node = lab if isinstance(lab, Node) else Node("name", case.loc, name=lab)
                 cvv = self.expr(node, ctx, v.type)
                 if not cvv.is_const:
                     self.err("switch labels must be constants", case.loc)
-                cond = f"{t} == {cvv.code}"
+                return f"{t} == {cvv.code}"
+        self.switch_cases(s.cases, condition, ctx)
+
+    def switch_cases(self, cases, condition, ctx):
+        """if/elif/else chain of a switch; labels without a body fall through to the next body."""
+        em = ctx.em
+        first = True
+        pending = []
+        for case in cases:
+            lab = case.label
+            cond = None if isinstance(lab, Node) and lab.kind == "sw_default" else condition(case)
             if case.body is None:
                 pending.append(cond)
                 continue
