@@ -95,6 +95,10 @@ const bit<32> FLOWLET_SLOTS = 4096;
 const bit<32> ECMP_MEMBER_SLOTS = 4096;   /* 64 groups x 64 members: (group << 6) | member */
 const bit<32> DEMAND_SLOTS = 65536;       /* 256 ingress ports x 256 route ids */
 const bit<32> DROP_REASONS = 16;
+/* Upstream ports that fit pfc_waiting's 64-bit bitmap. The explicit bound matters:
+ * BMv2 limits shift amounts to 8 bits, so the shift takes (bit<8>)port, and port 256
+ * would otherwise wrap onto bit 0 instead of setting none. */
+const bit<9>  PFC_WAITING_PORTS = 64;
 
 /* ---------------------------------------------------------------- headers */
 
@@ -708,7 +712,9 @@ control FabricIngress(inout headers_t hdr,
                         pfc_last_xoff_us.write(meta.port_prio, now_us);
                         bit<64> waiting;
                         pfc_waiting.read(waiting, queue_slot);
-                        pfc_waiting.write(queue_slot, waiting | ((bit<64>)1 << standard_metadata.ingress_port));
+                        if (standard_metadata.ingress_port < PFC_WAITING_PORTS) {
+                            pfc_waiting.write(queue_slot, waiting | ((bit<64>)1 << (bit<8>)standard_metadata.ingress_port));
+                        }
                         meta.pfc_clone_kind = PFC_CLONE_XOFF;
                         meta.pfc_clone_prio = (bit<8>)meta.prio;
                         meta.pfc_port = standard_metadata.ingress_port;
@@ -878,7 +884,9 @@ control FabricEgress(inout headers_t hdr,
                         pfc_last_xoff_us.write(upstream, now_us);
                         bit<64> waiting;
                         pfc_waiting.read(waiting, queue_slot);
-                        pfc_waiting.write(queue_slot, waiting | ((bit<64>)1 << standard_metadata.ingress_port));
+                        if (standard_metadata.ingress_port < PFC_WAITING_PORTS) {
+                            pfc_waiting.write(queue_slot, waiting | ((bit<64>)1 << (bit<8>)standard_metadata.ingress_port));
+                        }
                         meta.pfc_clone_kind = PFC_CLONE_XOFF;
                         meta.pfc_clone_prio = (bit<8>)meta.prio;
                         meta.pfc_port = standard_metadata.ingress_port;

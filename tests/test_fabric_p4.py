@@ -382,6 +382,23 @@ def test_every_upstream_a_queue_paused_gets_its_xon_as_the_queue_drains(fab):
     assert dequeue(data[5], 0) == []                 # nobody is left paused
 
 
+def test_only_upstreams_0_to_63_enter_the_waiting_bitmap_and_port_256_does_not_wrap_onto_bit_0(fab):
+    """pfc_waiting is 64 bits wide and BMv2 shifts by at most 8 bits, so the program bounds the
+    port explicitly: 63 takes the top bit, 64 and 256 (which (bit<8>) would fold onto bit 0)
+    none, yet every one of them still gets its XOFF."""
+    fab.ctl.set_pfc(xoff=1, xon=0, refresh_us=500)
+    registers = fab.switch.pipeline.registers
+    waiting = registers["pfc_waiting"]
+    slot = (2 << 3) | 3                                  # the queue to h2, lossless priority 3
+    for upstream, bit in ((63, 1 << 63), (64, 0), (256, 0), (259, 0), (5, 1 << 5)):
+        waiting.write(slot, 0)
+        registers["queue_occupancy"].write(slot, 1)      # one queued: this packet pauses
+        jobs = ingress(fab, upstream, roce(fab, dst="10.1.1.2", src="10.1.2.1", in_port=3), now_us=10)
+        assert sorted(j.egress_port for j in jobs) == [2, CPU_PORT], upstream
+        assert waiting.read(slot) == bit, upstream
+        assert registers["pfc_paused"].read((upstream << 3) | 3) == 1, upstream
+
+
 def test_pfc_stays_quiet_on_lossy_priorities_and_when_off(fab):
     lossy = roce(fab, dst="10.1.1.2", dscp=0)
     assert all(len(ingress(fab, 1, lossy)) == 1 for _ in range(40))
