@@ -22,6 +22,8 @@ def _compile(decls, smap, source, filename):
     except RecursionError:
         raise P4Error("the program nests expressions or statements too deeply for this engine", None,
                       smap) from None
+    from .parser_loops import nonconsuming_loops
+    compiled.warnings = nonconsuming_loops(decls)     # [(file, line, col, message)]
     return Program(compiled, source, filename)
 
 

@@ -142,9 +142,25 @@ def run_check(args):
     if program is None or _p4info(program) is None:
         return 1
     compiled = program.compiled
+    _print_warnings(getattr(compiled, "warnings", ()))
     print(f"{args.program}: ok ({len(compiled.tables)} tables, {len(compiled.actions)} actions, "
           f"{len(compiled.externs)} extern instances)")
     return 0
+
+
+def _print_warnings(warnings):
+    """Located warnings (file:line:col, source line, caret) on stderr."""
+    from testbed.p4engine.errors import SourceMap, render_diagnostics
+    if not warnings:
+        return
+    lines = SourceMap()
+    for file in {w[0] for w in warnings}:
+        try:
+            with open(file, encoding="utf-8", errors="replace") as f:
+                lines.file_lines[file] = f.read().splitlines()
+        except OSError:
+            pass
+    print(render_diagnostics(warnings, lines, severity="warning"), file=sys.stderr)
 
 
 def run_info(args):

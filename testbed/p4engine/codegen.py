@@ -103,6 +103,18 @@ class ParserError(Exception):
         self.code, self.offset = code, offset
 
 
+# Parser state transitions allowed per packet: a fixed allowance for loops that consume nothing
+# (e.g. a counter in a parser local) plus one per bit of the packet (a loop that consumes input
+# ends by itself with PacketTooShort). BMv2 has no such limit and spins; the engine must not
+# hold a switch on one packet, so it ends the parse with error.ParserTimeout (the spec's
+# "parser execution time limit exceeded"); as for any parser error, ingress still runs.
+PARSER_STEPS_BASE = 1024
+
+
+def parser_steps(packet):
+    return range(PARSER_STEPS_BASE + 8 * len(packet))
+
+
 def reject_parse(S, P, o):
     """The state a sub-parser's `transition reject` goes to: ends the whole parse, no error set."""
     raise ParserError(0, o)

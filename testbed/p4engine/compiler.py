@@ -1152,16 +1152,25 @@ class Compiler:
         em.indent()
         em.lines.extend(init_em.lines)
         em.line(f"st = {states['start']}")
+        # a step budget (codegen.parser_steps) so a state that loops without consuming input
+        # ends the parse with error.ParserTimeout instead of spinning forever
+        timeout = f"raise ParserError({self.errors.index('ParserTimeout')}, o)"
         if sub:
-            em.line("while st is not None:")
+            em.line("for _ in parser_steps(P):")
             em.line("    st, o = st(S, P, o)")
-            em.line("return o")
+            em.line("    if st is None:")
+            em.line("        return o")
+            em.line(timeout)
             em.dedent()
             return fn
         em.line("o = 0")
         em.line("try:")
-        em.line("    while st is not None:")
+        em.line("    for _ in parser_steps(P):")
         em.line("        st, o = st(S, P, o)")
+        em.line("        if st is None:")
+        em.line("            break")
+        em.line("    else:")
+        em.line(f"        {timeout}")
         em.line("except ParserError as pe:")
         em.line(f"    S[{self.out.sm['parser_error']}] = pe.code")
         em.line("    o = pe.offset")

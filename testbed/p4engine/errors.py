@@ -20,6 +20,19 @@ class SourceMap:
         return ""
 
 
+def render_diagnostics(diagnostics, source_map=None, severity="error"):
+    """'file:line:col: <severity>: msg' lines, each followed by its source line and a caret."""
+    out = []
+    for file, line, col, message in diagnostics:
+        out.append(f"{file}:{line}:{col}: {severity}: {message}")
+        src = source_map.source_line(file, line) if source_map else ""
+        if src:
+            out.append(src.rstrip("\n").expandtabs(8))
+            prefix = src[: max(col - 1, 0)].expandtabs(8)
+            out.append(" " * len(prefix) + "^")
+    return "\n".join(out)
+
+
 class Loc:
     __slots__ = ("file", "line", "col")
 
@@ -46,15 +59,7 @@ class P4Error(Exception):
         super().__init__(self.render())
 
     def render(self):
-        out = []
-        for file, line, col, message in self.diagnostics:
-            out.append(f"{file}:{line}:{col}: error: {message}")
-            src = self.source_map.source_line(file, line) if self.source_map else ""
-            if src:
-                out.append(src.rstrip("\n").expandtabs(8))
-                prefix = src[: max(col - 1, 0)].expandtabs(8)
-                out.append(" " * len(prefix) + "^")
-        return "\n".join(out)
+        return render_diagnostics(self.diagnostics, self.source_map)
 
     def with_source_map(self, source_map):
         if self.source_map is None:

@@ -1,0 +1,91 @@
+"""Parser loops: a state that loops without consuming input ends the parse with
+error.ParserTimeout after the engine's step budget (never spins), and `rocelab p4 check`
+warns about such states, located."""
+import os
+import socket
+import subprocess
+import sys
+
+import grpc
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from switch_fake_engine import SocketPort
+from testbed.p4engine import compile_file, compile_source
+from testbed.p4engine.stf import run_stf
+from testbed.p4rt.server import P4RuntimeServer
+from testbed.switch.datapath import Switch
+
+HERE = os.path.dirname(__file__)
+PROGRAM = os.path.join(HERE, "p4", "parser_loops.p4")
+ROOT = os.path.dirname(HERE)
+
+
+def _frame(ether_type, payload=b"\xaa\xbb\xcc"):
+    return bytes.fromhex("000000000002000000000001") + ether_type.to_bytes(2, "big") + payload
+
+
+def test_stf_self_loop_times_out_counted_loop_finishes():
+    assert run_stf(PROGRAM, os.path.join(HERE, "p4", "parser_loops.stf")) == 0
+
+
+def test_jumbo_packet_on_a_self_loop_ends_with_parser_timeout():
+    program = compile_file(PROGRAM)
+    pipeline = program.new_pipeline()
+    out = pipeline.process(0, _frame(0x9001, bytes(9000)))
+    assert [port for port, _ in out] == [2]          # ingress saw error.ParserTimeout
+
+
+def test_check_warns_located_on_nonconsuming_loops_only():
+    program = compile_file(PROGRAM)
+    located = {(line, message.split("'")[1]) for _, line, _, message in program.compiled.warnings}
+    # spin (self-loop), count (counter loop: may stop), SubParser start <-> again
+    assert located == {(30, "spin"), (31, "count"), (14, "start")}
+    clean = compile_file(os.path.join(HERE, "p4", "rt_parser_errors.p4"))
+    assert clean.compiled.warnings == []
+
+
+def test_loops_that_consume_or_may_consume_are_not_warned():
+    text = open(PROGRAM).read().replace("state spin { transition spin; }",
+                                        "state spin { pkt.advance(16); transition spin; }")
+    text = text.replace("state start { transition again; }",
+                        "state start { pkt.extract(hdr.tag); transition again; }")
+    text = text.replace("meta.rounds = meta.rounds + 1;",
+                        "if (meta.rounds == 3) { pkt.extract(hdr.tag); } else { pkt.advance(8); }")
+    assert compile_source(text, "consuming.p4").compiled.warnings == []
+
+
+def test_p4_check_cli_prints_the_warning_with_file_line_col():
+    done = subprocess.run([sys.executable, "-m", "testbed.cli", "p4", "check", PROGRAM],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 0, done.stderr
+    assert f"{PROGRAM}:30:5: warning: parser MyParser: state 'spin' can loop" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_switch_keeps_serving_p4runtime_while_fed_looping_packets():
+    ports = {n: SocketPort(n) for n in (1, 2)}
+    switch = Switch(ports)
+    switch.start()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    server = P4RuntimeServer(switch, device_id=1, address=address)
+    try:
+        server.start()
+        server.load_program(compile_file(PROGRAM), device_config=b"")
+        for _ in range(20):
+            ports[1].peer.send(_frame(0x9001, bytes(1400)))
+        channel = grpc.insecure_channel(address)
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        reply = stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=30)
+        assert reply.p4runtime_api_version
+        read = list(stub.Read(p4runtime_pb2.ReadRequest(device_id=1, entities=[
+            p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry())]), timeout=30))
+        assert read is not None
+        channel.close()
+        got = ports[2].receive_all(wait=5)
+        assert len(got) == 20                         # every looping packet came out, timed out
+    finally:
+        server.stop()
+        switch.close()
