@@ -51,6 +51,7 @@ that `packet`/`expect` lines name. Packets sent anywhere else are reported as a
 note and otherwise ignored; packets on a tested port that no `expect` accounts
 for fail the test.
 """
+import math
 import re
 import sys
 import time
@@ -60,6 +61,8 @@ from testbed.p4engine.tables import (
     ActionCall, Exact, GroupRef, Lpm, MemberRef, Optional, Range, TableError, Ternary)
 
 STF_PRIORITY_OFFSET = 1
+PORT_WIDTH = 9              # v1model's ports (ingress_port, egress_spec) are bit<9>
+MAX_PORT = (1 << PORT_WIDTH) - 1
 
 
 class StfError(Exception):
@@ -103,24 +106,50 @@ _COMMANDS = {
 }
 
 
+class StfErrors(StfError):
+    """Several malformed lines: str() lists each as file:line: error: ..."""
+
+    def __init__(self, errors):
+        super().__init__(errors[0].message, errors[0].filename, errors[0].line)
+        self.errors = errors
+
+    def __str__(self):
+        return "\n".join(str(e) for e in self.errors)
+
+
 def parse_stf(text, filename="<stf>"):
-    """Parse STF text into a list of Commands; StfError names the bad line."""
-    commands = []
+    """Parse STF text into a list of Commands; StfError names the bad line (StfErrors, all of
+    them when there are several)."""
+    commands, errors = [], []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         word, _, rest = line.partition(" ")
+        if "\t" in word:                      # a tab after the command word
+            word, _, more = word.partition("\t")
+            rest = more + " " + rest
         name = word.lower()
         rest = rest.strip()
         if name not in _COMMANDS:
-            raise StfError(f"unknown command {word!r}", filename, lineno)
+            errors.append(StfError(f"unknown command {_shown(word)}", filename, lineno))
+            continue
         try:
             args = _PARSERS.get(name, _parse_words)(rest)
         except StfError as exc:
-            raise StfError(exc.message, filename, lineno) from None
+            errors.append(StfError(exc.message, filename, lineno))
+            continue
         commands.append(Command(name, args, lineno, line))
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise StfErrors(errors)
     return commands
+
+
+def _shown(text, limit=40):
+    """repr() of user text, cut short so one bad line stays one readable line."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
 def _parse_words(rest):
@@ -128,9 +157,25 @@ def _parse_words(rest):
 
 
 def _parse_port(word):
-    if not word.isdigit():
-        raise StfError(f"expected a port number, got {word!r}")
-    return int(word)
+    if not (word.isascii() and word.isdigit()):
+        raise StfError(f"expected a port number, got {_shown(word)}")
+    port = int(word) if len(word.lstrip("0")) <= 6 else MAX_PORT + 1     # (no 5000-digit ints)
+    if port > MAX_PORT:
+        raise StfError(f"port {_shown(word)} is out of range (v1model ports are bit<{PORT_WIDTH}>: "
+                       f"0..{MAX_PORT})")
+    return port
+
+
+def _parse_wait(rest):
+    """`wait` (packets are processed synchronously: nothing to wait for); an optional
+    non-negative number of seconds is accepted and ignored."""
+    words = rest.split()
+    if len(words) > 1 or (words and not re.fullmatch(r"[0-9]+(\.[0-9]*)?", words[0])):
+        raise StfError(f"wait takes no argument (or a number of seconds), got {_shown(rest)}")
+    return words
+
+
+MAX_PACKET_BYTES = 65535
 
 
 def _parse_packet(rest):
@@ -142,6 +187,8 @@ def _parse_packet(rest):
     if not re.fullmatch(r"[0-9a-fA-F]*", data):
         bad = re.search(r"[^0-9a-fA-F]", data).group(0)
         raise StfError(f"packet data may only hold hex digits, found {bad!r}")
+    if len(data) // 2 > MAX_PACKET_BYTES:
+        raise StfError(f"packet data is {len(data) // 2} bytes, more than {MAX_PACKET_BYTES}")
     if len(data) % 2:
         raise StfError(f"packet data has an odd number of hex digits ({len(data)})")
     return port, bytes.fromhex(data)
@@ -224,9 +271,12 @@ def _parse_meter_rates(words, what):
     for word in words:
         rate, sep, burst = word.partition(":")
         try:
-            rates.append((float(rate), int(burst)))
+            pair = (float(rate), int(burst))
         except ValueError:
-            raise StfError(f"{what}: {word!r} is not RATE:BURST") from None
+            raise StfError(f"{what}: {_shown(word)} is not RATE:BURST") from None
+        if not (math.isfinite(pair[0]) and pair[0] >= 0 and pair[1] >= 0):
+            raise StfError(f"{what}: {_shown(word)}: rate and burst must be finite and >= 0")
+        rates.append(pair)
     return rates
 
 
@@ -246,6 +296,7 @@ _PARSERS = {
     "add": _parse_add,
     "setdefault": _parse_setdefault,
     "check_counter": _parse_check_counter,
+    "wait": _parse_wait,
 }
 
 
@@ -265,7 +316,16 @@ def parse_number(text, what="value"):
             raise ValueError
         return int(t, 10)
     except ValueError:
-        raise StfError(f"{what}: {text!r} is not a number") from None
+        raise StfError(f"{what}: {_shown(text)} is not a number") from None
+
+
+def fitting(value, width, what, text=None):
+    """`value` if it fits in bit<width>; a value wider than its field is an error, never
+    truncated (BMv2's CLI and P4Runtime refuse it too)."""
+    if value >> width:
+        shown = _shown(text) if text is not None else str(value)
+        raise StfError(f"{what}: {shown} does not fit in bit<{width}> (at most {(1 << width) - 1:#x})")
+    return value
 
 
 def _digits(text):
@@ -304,47 +364,50 @@ def key_value(spec, text, where):
     kind, width = spec.match_kind, spec.width
     full = (1 << width) - 1
     what = f"{where} field {spec.name}"
+    def number(t):
+        return fitting(parse_number(t, what), width, what, t)
+
     if kind == "exact":
-        value = parse_number(text, what)
-        return Exact(value & full)
+        return Exact(number(text))
     if kind == "optional":
         if text == "*" or set(text.lower()[2:]) == {"*"}:
             return None
-        return Optional(parse_number(text, what) & full)
+        return Optional(number(text))
     if kind == "range":
         m = re.fullmatch(r"(.+?)(?:->|\.\.)(.+)", text)
         if not m:
-            value = parse_number(text, what) & full
+            value = number(text)
             return Range(value, value)
-        low, high = parse_number(m.group(1), what) & full, parse_number(m.group(2), what) & full
+        low, high = number(m.group(1)), number(m.group(2))
+        if low > high:
+            raise StfError(f"{what}: range {_shown(text)} is empty (low > high)")
         if low == 0 and high == full:
             return None
         return Range(low, high)
     if kind == "ternary":
         if "&&&" in text:
             v, m = text.split("&&&", 1)
-            value, mask = parse_number(v, what) & full, parse_number(m, what) & full
-        elif "*" in text:
+            value, mask = number(v), number(m)
+        elif "*" in text or _digits(text)[0] is not None:
+            # the mask covers the digits written; '*' digits beyond the field are harmless
             value, mask, _ = _masked_literal(text, what)
-            value, mask = value & full, mask & full
+            fitting(value, width, what, text)
+            mask &= full
         else:
-            bits, digits = _digits(text)
-            if bits is None:
-                value, mask = parse_number(text, what) & full, full
-            else:
-                value, mask, _ = _masked_literal(text, what)
-                value, mask = value & full, mask & full
+            value, mask = number(text), full
         value &= mask
         return Ternary(value, mask) if mask else None
     if kind == "lpm":
         if "/" in text:
             v, plen_text = text.split("/", 1)
-            value = parse_number(v, what)
+            value = number(v)
             plen = parse_number(plen_text, what)
+            if plen > width:
+                raise StfError(f"{what}: prefix length {plen} is longer than the field ({width} bits)")
         else:
             bits, digits = _digits(text)
             if bits is None:
-                value, plen = parse_number(text, what), width
+                value, plen = number(text), width
             else:
                 stars = digits.count("*")
                 try:
@@ -354,6 +417,7 @@ def key_value(spec, text, where):
                 plen = (len(digits) - stars) * bits
                 # bmv2stf writes the digits as the value: trailing '*' digits are
                 # zeros at the value's low end, and the prefix counts the rest.
+                fitting(value, width, what, text)
         if plen > width:
             plen = width
         mask = full ^ ((1 << (width - plen)) - 1)
@@ -477,7 +541,7 @@ class StfRunner:
             for param, width in params:
                 if param not in values:
                     raise StfError(f"action {action}: argument {param} is missing")
-                values[param] &= (1 << width) - 1
+                fitting(values[param], width, f"argument {param} of {action}", dict(args)[param])
         return ActionCall(action, values)
 
     # ------------------------------------------------------------ commands
@@ -494,6 +558,12 @@ class StfRunner:
                 self.report.fail(f"{self.where(cmd)}: error: {exc.message}\n    {cmd.text}")
             except TableError as exc:
                 self.report.fail(f"{self.where(cmd)}: error: {exc}\n    {cmd.text}")
+            except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
+                if cmd.name == "packet":
+                    raise          # the pipeline failed on a packet: an engine bug (exit 3)
+                # a value no check above foresaw: still the line's fault, said on one line
+                self.report.fail(f"{self.where(cmd)}: error: cannot run this line "
+                                 f"({type(exc).__name__}: {_shown(str(exc), 120)})\n    {cmd.text}")
         self.compare()
         return 0 if self.report.failures == 0 else 1
 
@@ -650,17 +720,26 @@ class StfRunner:
                 table.clear()
 
     # -- clone sessions and multicast (simple_switch_CLI semantics)
-    def _ints(self, cmd, n=None, what="arguments"):
+    def _ints(self, cmd, n=None, what="arguments", widths=()):
+        """The arguments as numbers; `widths` (one per leading argument, the last repeated for
+        the rest) bound them: (name, bits)."""
         if n is not None and len(cmd.args) != n:
             raise StfError(f"{cmd.name} takes {n} {what}, got {len(cmd.args)}")
-        return [parse_number(a, cmd.name) for a in cmd.args]
+        values = []
+        for i, text in enumerate(cmd.args):
+            value = parse_number(text, cmd.name)
+            if widths:
+                name, bits = widths[min(i, len(widths) - 1)]
+                fitting(value, bits, f"{cmd.name}: {name}", text)
+            values.append(value)
+        return values
 
     def do_mirroring_add(self, cmd):
-        session, port = self._ints(cmd, 2)
+        session, port = self._ints(cmd, 2, widths=(("session", 32), ("port", PORT_WIDTH)))
         self.pipeline.set_clone_session(session, [(port, 0)])
 
     def do_mirroring_add_mc(self, cmd):
-        session, mgrp = self._ints(cmd, 2)
+        session, mgrp = self._ints(cmd, 2, widths=(("session", 32), ("group", 16)))
         if mgrp not in self.mc_groups:
             raise StfError(f"multicast group {mgrp} does not exist (create it with mc_mgrp_create)")
         self.pipeline.set_clone_session(session, self._replicas(mgrp))
@@ -673,7 +752,7 @@ class StfRunner:
         self._ints(cmd, 1)
 
     def do_mc_mgrp_create(self, cmd):
-        (mgrp,) = self._ints(cmd, 1)
+        (mgrp,) = self._ints(cmd, 1, widths=(("group", 16),))
         if mgrp in self.mc_groups:
             raise StfError(f"multicast group {mgrp} already exists")
         self.mc_groups[mgrp] = []
@@ -686,7 +765,7 @@ class StfRunner:
         self.pipeline.delete_mc_group(mgrp)
 
     def do_mc_node_create(self, cmd):
-        values = self._ints(cmd)
+        values = self._ints(cmd, widths=(("rid", 16), ("port", PORT_WIDTH)))
         if not values:
             raise StfError("mc_node_create takes RID PORT...")
         handle = 0
@@ -696,7 +775,7 @@ class StfRunner:
         self.report.note(f"{self.where(cmd)}: multicast node {handle} created (rid {values[0]})")
 
     def do_mc_node_update(self, cmd):
-        values = self._ints(cmd)
+        values = self._ints(cmd, widths=(("handle", 32), ("port", PORT_WIDTH)))
         if not values or values[0] not in self.mc_nodes:
             raise StfError(f"mc_node_update: no node {values[0] if values else '?'}")
         rid, _ = self.mc_nodes[values[0]]
@@ -754,7 +833,8 @@ class StfRunner:
         if len(cmd.args) != 3:
             raise StfError("register_write takes NAME INDEX VALUE")
         reg = self._named("registers", cmd.args[0], "register")
-        reg.write(parse_number(cmd.args[1], "index"), parse_number(cmd.args[2], "value"))
+        value = fitting(parse_number(cmd.args[2], "value"), reg.width, f"register {reg.name}", cmd.args[2])
+        reg.write(parse_number(cmd.args[1], "index"), value)
 
     def do_register_reset(self, cmd):
         if len(cmd.args) != 1:
