@@ -1152,25 +1152,29 @@ class Compiler:
         em.indent()
         em.lines.extend(init_em.lines)
         em.line(f"st = {states['start']}")
-        # a step budget (codegen.parser_steps) so a state that loops without consuming input
-        # ends the parse with error.ParserTimeout instead of spinning forever
+        # a step budget (codegen.PARSER_STEPS, then parser_extra_steps) so a state that loops
+        # without consuming input ends the parse with error.ParserTimeout instead of spinning
         timeout = f"raise ParserError({self.errors.index('ParserTimeout')}, o)"
-        if sub:
-            em.line("for _ in parser_steps(P):")
-            em.line("    st, o = st(S, P, o)")
-            em.line("    if st is None:")
-            em.line("        return o")
-            em.line(timeout)
-            em.dedent()
-            return fn
-        em.line("o = 0")
-        em.line("try:")
-        em.line("    for _ in parser_steps(P):")
+        if not sub:
+            em.line("o = 0")
+            em.line("try:")
+            em.indent()
+        em.line("for _ in PARSER_STEPS:")
+        em.line("    st, o = st(S, P, o)")
+        em.line("    if st is None:")
+        em.line("        break")
+        em.line("else:")
+        em.line("    for _ in parser_extra_steps(P):")
         em.line("        st, o = st(S, P, o)")
         em.line("        if st is None:")
         em.line("            break")
         em.line("    else:")
         em.line(f"        {timeout}")
+        if sub:
+            em.line("return o")
+            em.dedent()
+            return fn
+        em.dedent()
         em.line("except ParserError as pe:")
         em.line(f"    S[{self.out.sm['parser_error']}] = pe.code")
         em.line("    o = pe.offset")

@@ -105,7 +105,8 @@ class Pipeline:
         objects = copy.deepcopy(objects)
         g = {"ParserError": codegen.ParserError, "ExitControl": codegen.ExitControl,
              "shl": codegen.shl, "div": codegen.div, "mod": codegen.mod, "packbits": codegen.packbits,
-             "logfmt": codegen.logfmt, "reject_parse": codegen.reject_parse, "parser_steps": codegen.parser_steps, "RANDINT": random.randint, "P4RuntimeFault": P4RuntimeFault,
+             "logfmt": codegen.logfmt, "reject_parse": codegen.reject_parse, "PARSER_STEPS": codegen.PARSER_STEPS,
+             "parser_extra_steps": codegen.parser_extra_steps, "RANDINT": random.randint, "P4RuntimeFault": P4RuntimeFault,
              "LOG": log}
         g.update(objects)
         for k, v in c.namespace.items():
