@@ -27,8 +27,17 @@ GROUPS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors: `rocelab X: error: ...` and exit status 2.
+
+    Subcommand parsers are made with the parent's class, so every group gets this."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rocelab",
         description="An emulated RoCE fabric testbed: P4 switches in a Mininet Clos, "
         "RoCEv2 collective traffic, PFC/ECN/ECMP/TE labs.",

@@ -5,9 +5,10 @@ import sys
 
 
 def register(sub, name, help_text):
+    from testbed.argtypes import output_dir
     p = sub.add_parser(name, help=help_text, description=__doc__)
     p.add_argument("--target", choices=("engine", "bmv2"), default="engine")
-    p.add_argument("--out", default=None, help="output directory (default runs/demo-<time>)")
+    p.add_argument("--out", type=output_dir, default=None, help="output directory (default runs/demo-<time>)")
     p.set_defaults(func=run)
 
 

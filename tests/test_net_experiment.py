@@ -90,8 +90,8 @@ def test_kernel_run_summary_matches_what_the_fabric_carried(tmp_path):
     (["--ecn", "lots"], "--ecn 'lots': expected KMIN,KMAX,PMAX"),
     (["--ranks", "9"], "placement: 9 ranks but only 4 hosts"),
     (["--rails", "2", "--leaves", "3"], "--rails 2 must divide --leaves 3"),
-    (["--qps-per-conn", "0"], "qps_per_connection: expected an integer 1..64"),
-    (["--flowlet-gap-us", "0"], "--flowlet-gap-us 0"),
+    (["--qps-per-conn", "0"], "argument --qps-per-conn: '0' must be between 1 and 64"),
+    (["--flowlet-gap-us", "0"], "argument --flowlet-gap-us: '0' must be between"),
 ])
 def test_bad_requests_are_rejected_before_anything_exists(tmp_path, args, message):
     proc = _rocelab_run(tmp_path, "--target", "kernel", *args)

@@ -3,6 +3,8 @@ import argparse
 import signal
 import sys
 
+from testbed.argtypes import output_file, whole
+
 EPILOG = """\
 a job is a JSON file; the smallest one names a pattern and the ranks' hosts:
   {"pattern": "ring_allreduce", "sizes": [1048576],
@@ -32,8 +34,8 @@ def register(sub, name, help_text):
                                         "130 interrupted.",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--job", required=True, help="job description (JSON)")
-    run.add_argument("--rank", required=True, type=int, help="this process's rank (index into job.ranks)")
-    run.add_argument("--out", help="write the JSON report here (default: print it)")
+    run.add_argument("--rank", required=True, type=whole(0, 100_000), help="this process's rank (index into job.ranks)")
+    run.add_argument("--out", type=output_file, help="write the JSON report here (default: print it)")
     run.add_argument("--quiet", action="store_true", help="do not print the nccl-tests table")
     run.set_defaults(func=_run)
 

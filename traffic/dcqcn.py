@@ -34,8 +34,9 @@ class DcqcnParams:
         params = cls(**{k: v for k, v in data.items() if k in known})
         for name in known:
             value = getattr(params, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{where}.{name}: expected a non-negative number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
+                text = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
+                raise ValueError(f"{where}.{name}: expected a non-negative number below 1e9, got {text}")
         if not 0 < params.g <= 1:
             raise ValueError(f"{where}.g: must be in (0, 1], got {params.g}")
         return params

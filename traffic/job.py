@@ -41,6 +41,7 @@ Errors name the key that is wrong (``JobError``), never a traceback.
 """
 import ipaddress
 import json
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -51,6 +52,14 @@ from traffic.nic import DEFAULT_CLASSES, NicConfig, TrafficClass
 
 class JobError(ValueError):
     pass
+
+
+MAX_TIMEOUT_S = 86400          # a run longer than a day is a mistake, not a lab
+MAX_SIZE = 1 << 40             # bytes per collective row
+MAX_RATE_MBPS = 1_000_000      # 1 Tb/s: beyond any emulated NIC
+MAX_JOB_BYTES = 16 << 20       # a job file; the largest real ones are a few hundred kB
+MAX_NESTING = 32               # JSON depth; real jobs nest 4 deep
+MAX_RANKS = 1024
 
 
 @dataclass
@@ -109,16 +118,24 @@ def _int(data, key, default, lo=1, hi=None, where="job"):
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
         rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise JobError(f"{where}.{key}: expected an integer {rng}, got {value!r}")
+        raise JobError(f"{where}.{key}: expected an integer {rng}, got {_shown(value)}")
     return value
 
 
-def _num(data, key, default, where="job", positive=True):
+def _num(data, key, default, where="job", positive=True, hi=None):
     value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (positive and value == 0):
-        raise JobError(f"{where}.{key}: expected a {'positive' if positive else 'non-negative'} number, "
-                       f"got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
+            or (positive and value == 0) or (hi is not None and value > hi)):
+        bound = f" up to {hi:g}" if hi is not None else ""
+        raise JobError(f"{where}.{key}: expected a finite {'positive' if positive else 'non-negative'} "
+                       f"number{bound}, got {_shown(value)}")
     return value
+
+
+def _shown(value):
+    """`value` for an error message, shortened when long."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def _mac(value, where):
@@ -144,11 +161,11 @@ def parse_job(data):
     if not isinstance(sizes, list) or not sizes:
         raise JobError("job.sizes: expected a non-empty list of byte counts")
     for i, s in enumerate(sizes):
-        if isinstance(s, bool) or not isinstance(s, int) or s < 4:
-            raise JobError(f"job.sizes[{i}]: expected an integer >= 4 bytes, got {s!r}")
+        if isinstance(s, bool) or not isinstance(s, int) or not 4 <= s <= MAX_SIZE:
+            raise JobError(f"job.sizes[{i}]: expected an integer from 4 to {MAX_SIZE} bytes, got {_shown(s)}")
     ranks_data = data.get("ranks")
-    if not isinstance(ranks_data, list) or len(ranks_data) < 2:
-        raise JobError("job.ranks: expected a list of at least 2 hosts (rank i is entry i)")
+    if not isinstance(ranks_data, list) or not 2 <= len(ranks_data) <= MAX_RANKS:
+        raise JobError(f"job.ranks: expected a list of at least 2 hosts, at most {MAX_RANKS} (rank i is entry i)")
     ranks = []
     seen_ips = set()
     for i, r in enumerate(ranks_data):
@@ -183,7 +200,7 @@ def parse_job(data):
         raise JobError(f"job.nic: unknown key(s) {sorted(unknown)}; known: {sorted(_NIC_KEYS)}")
     w = "job.nic"
     nic = NicConfig(
-        line_rate_bps=_num(nic_data, "line_rate_mbps", 100, w) * 1e6,
+        line_rate_bps=_num(nic_data, "line_rate_mbps", 100, w, hi=MAX_RATE_MBPS) * 1e6,
         mtu=_int(nic_data, "mtu", 1024, 256, 4096, w),
         ack_every=_int(nic_data, "ack_every", 16, 1, None, w),
         ack_delay_s=_num(nic_data, "ack_delay_s", 0.0005, w),
@@ -193,7 +210,7 @@ def parse_job(data):
         cnp_interval_s=_num(nic_data, "cnp_interval_s", 0.0005, w, positive=False),
         burst_bytes=_int(nic_data, "burst_bytes", 16384, 1, None, w),
         check_icrc=bool(nic_data.get("check_icrc", True)),
-        slow_rx_bps=_num(nic_data, "slow_rx_mbps", 0, w, positive=False) * 1e6,
+        slow_rx_bps=_num(nic_data, "slow_rx_mbps", 0, w, positive=False, hi=MAX_RATE_MBPS) * 1e6,
         pfc_xoff_bytes=_int(nic_data, "pfc_xoff_bytes", 65536, 1, None, w),
         pfc_xon_bytes=_int(nic_data, "pfc_xon_bytes", 16384, 0, None, w),
         pfc_quanta=_int(nic_data, "pfc_quanta", 0xFFFF, 1, 0xFFFF, w),
@@ -238,7 +255,7 @@ def parse_job(data):
         cts_refresh_s=_num(cts, "refresh_s", 0.02, "job.cts"),
         cts_budget_bytes=(_int(cts, "budget_bytes", None, 4, None, "job.cts")
                           if cts.get("budget_bytes") is not None else None),
-        nic=nic, timeout_s=_num(data, "timeout_s", 60), control_port=_int(data, "control_port", 18515, 1, 65535),
+        nic=nic, timeout_s=_num(data, "timeout_s", 60, hi=MAX_TIMEOUT_S), control_port=_int(data, "control_port", 18515, 1, 65535),
         qpn_base=_int(data, "qpn_base", 0x100, 2, 0xFFFFFF),
         gateway_mac=_mac(data["gateway_mac"], "job.gateway_mac") if data.get("gateway_mac") else None,
         raw=data,
@@ -281,16 +298,51 @@ def _weights(matrix, n):
     return scaled
 
 
+def _refuse_constant(name):
+    raise JobError(f"{name} is not a number in JSON (jobs take finite numbers only)")
+
+
+def _nesting(value, limit):
+    """True when `value` nests deeper than `limit` lists/objects (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def loads_job(text, where="job"):
+    """The JSON object of a job file's text (bytes or str), with a JobError naming what is wrong."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_JOB_BYTES:
+            raise JobError(f"{where}: {len(text)} bytes is larger than a job file may be ({MAX_JOB_BYTES})")
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JobError(f"{where}: not a text (UTF-8) file: undecodable byte at offset {exc.start}") from None
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise JobError(f"{where}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise JobError(f"{where}: JSON nested too deeply (a job nests at most {MAX_NESTING} levels)") from None
+    except JobError as exc:
+        raise JobError(f"{where}: {exc}") from None
+    if _nesting(data, MAX_NESTING):
+        raise JobError(f"{where}: JSON nested too deeply (a job nests at most {MAX_NESTING} levels)")
+    return data
+
+
 def load_job(path):
     try:
-        with open(path) as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            text = f.read(MAX_JOB_BYTES + 1)
     except OSError as exc:
         raise JobError(f"cannot read job file {path}: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise JobError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    data = loads_job(text, str(path))
     try:
         return parse_job(data)
     except JobError as exc:

@@ -74,6 +74,8 @@ class TrafficClass:
     @classmethod
     def from_dict(cls, data, default, where):
         merged = {"dscp": default.dscp, "priority": default.priority, "ecn": default.ecn}
+        if data is not None and not isinstance(data, dict):
+            raise ValueError(f"{where}: expected an object with dscp, priority, ecn")
         for key, value in (data or {}).items():
             if key not in merged:
                 raise ValueError(f"{where}: unknown key {key!r} (expected dscp, priority, ecn)")
@@ -85,7 +87,7 @@ class TrafficClass:
                 raise ValueError(f"{where}.ecn: {ecn!r} is not one of {sorted(names)}")
             merged["ecn"] = names[ecn.lower()]
         for key, hi in (("dscp", 63), ("priority", 7), ("ecn", 3)):
-            if not isinstance(merged[key], int) or not 0 <= merged[key] <= hi:
+            if isinstance(merged[key], bool) or not isinstance(merged[key], int) or not 0 <= merged[key] <= hi:
                 raise ValueError(f"{where}.{key}: expected an integer 0..{hi}, got {merged[key]!r}")
         return cls(**merged)
 

@@ -20,6 +20,8 @@ import argparse
 import os
 import sys
 
+from testbed.argtypes import number, whole
+
 CLI_ROLE = "cli"
 
 
@@ -58,20 +60,20 @@ def register(sub, name, help_text):
     c.set_defaults(func=_run(lambda ctl, a: ctl.set_hash_mode(a.mode, a.qp_aware, switches=a.switch)))
 
     c = cmds.add_parser("flowlet", help="flowlet gap (us) and how a new flowlet picks its path")
-    c.add_argument("gap_us", type=int)
+    c.add_argument("gap_us", type=whole(1, 10_000_000))
     c.add_argument("--choice", choices=("random", "least_loaded"))
     c.set_defaults(func=_run(_flowlet))
 
     c = cmds.add_parser("ecn", help="ECN marking thresholds (packets) and max probability, or off")
     c.add_argument("values", nargs="+", metavar="KMIN KMAX PMAX | off")
-    c.add_argument("--priority", type=int, default=3, help="the queue (default 3, RoCE data)")
+    c.add_argument("--priority", type=whole(0, 7), default=3, help="the queue (default 3, RoCE data)")
     c.set_defaults(func=_run(_ecn))
 
     c = cmds.add_parser("pfc", help="PFC XOFF/XON thresholds (packets), or PFC on/off")
     c.add_argument("values", nargs="+", metavar="XOFF XON | on | off")
     c.add_argument("--priorities", type=_priorities, default=(3,), help="lossless priorities (default 3)")
-    c.add_argument("--refresh-us", type=int, help="how often an XOFF is repeated while the queue stays full")
-    c.add_argument("--pause-us", type=int, help="pause time an XOFF asks for")
+    c.add_argument("--refresh-us", type=whole(1, 10_000_000), help="how often an XOFF is repeated while the queue stays full")
+    c.add_argument("--pause-us", type=whole(1, 10_000_000), help="pause time an XOFF asks for")
     c.set_defaults(func=_run(_pfc))
 
     c = cmds.add_parser("dscp", help="DSCP -> priority map (replaces the whole map)")
@@ -96,7 +98,7 @@ def add_fabric_options(p, switch_option=False, top=True):
         return value if top else argparse.SUPPRESS
     p.add_argument("--fabric", default=default(os.environ.get("ROCELAB_FABRIC")),
                    help="fabric.json of the running fabric (default $ROCELAB_FABRIC)")
-    p.add_argument("--timeout", type=float, default=default(5.0),
+    p.add_argument("--timeout", type=number(0, 3600, lo_open=True), default=default(5.0),
                    help="seconds to wait for each switch (default 5)")
     if switch_option:
         p.add_argument("--switch", action="append", metavar="NAME", default=default(None),

@@ -12,6 +12,8 @@ import argparse
 import importlib
 import time
 
+from testbed.argtypes import output_dir, tcp_port
+
 # lab name -> (module, one-line help); modules are imported only when a lab runs
 LABS = {
     "ecmp": ("testbed.labs.ecmp", "ECMP low-entropy collisions: max/mean uplink load under 5-tuple hashing"),
@@ -27,14 +29,14 @@ def register(sub, name, help_text):
     labs = p.add_subparsers(dest="lab", metavar="LAB")
     labs.add_parser("list", help="the labs and what each shows").set_defaults(func=list_labs)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--out", default=None, metavar="DIR", help="output directory (default runs/lab-NAME-<time>)")
+    common.add_argument("--out", type=output_dir, default=None, metavar="DIR", help="output directory (default runs/lab-NAME-<time>)")
     common.add_argument("--quick", action="store_true", help="fewer, smaller phases (a first look, ~1 min)")
     common.add_argument("--target", choices=("engine", "bmv2"), default="engine",
                         help="switch target (the labs need the P4 knobs; default engine)")
     common.add_argument("--no-pcap", action="store_true", help="no per-port captures")
     common.add_argument("--name-prefix", default=None, metavar="PREFIX",
                         help="short unique switch interface names (parallel runs, tests); 1-7 letters/digits")
-    common.add_argument("--grpc-base-port", type=int, default=50000, help="switch N serves P4Runtime on BASE+N")
+    common.add_argument("--grpc-base-port", type=tcp_port, default=50000, help="switch N serves P4Runtime on BASE+N")
     for lab, (_module, lab_help) in LABS.items():
         q = labs.add_parser(lab, parents=[common], help=lab_help, description=lab_help)
         q.set_defaults(func=run)

@@ -10,9 +10,13 @@ Exit status: 0 when every rank completed, 1 when the collective failed or a swit
 start, 2 for bad arguments, 130 after Ctrl-C, 143 after SIGTERM.
 """
 import argparse
+import math
 import sys
 import time
 
+from testbed.argtypes import number, output_dir, whole
+
+MAX_SIZE = 1 << 40  # bytes per collective row: far more than a lab link moves in a day
 
 
 def on_off(text):
@@ -27,12 +31,14 @@ def byte_size(text):
     t = text.strip().lower().removesuffix("b")
     factor = units.get(t[-1:], 1)
     try:
-        value = int(float(t[:-1] if t[-1:] in units else t) * factor)
+        scaled = float(t[:-1] if t[-1:] in units else t) * factor
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size in bytes (e.g. 65536, 64K, 1M)") from None
-    if value < 4:
-        raise argparse.ArgumentTypeError(f"{text!r}: at least 4 bytes")
-    return value
+    if not math.isfinite(scaled) or not 4 <= scaled <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size from 4 bytes to {MAX_SIZE >> 30}G")
+    if scaled != int(scaled):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes")
+    return int(scaled)
 
 
 def register(sub, name, help_text):
@@ -46,26 +52,26 @@ def register(sub, name, help_text):
     g.add_argument("--pattern", choices=list(PATTERNS), default="ring_allreduce")
     g.add_argument("--size", type=byte_size, action="append", default=None, metavar="BYTES",
                    help="collective size per row, e.g. 1M (repeatable; default 1M)")
-    g.add_argument("--iterations", type=int, default=1)
-    g.add_argument("--warmup", type=int, default=0)
-    g.add_argument("--channels", type=int, default=1, help="independent rings/trees (NCCL channels)")
-    g.add_argument("--qps-per-conn", type=int, default=1, help="QPs per connection (QP scaling)")
-    g.add_argument("--ranks", type=int, default=None, help="ranks (default: every host)")
+    g.add_argument("--iterations", type=whole(1, 1_000_000), default=1)
+    g.add_argument("--warmup", type=whole(0, 1_000_000), default=0)
+    g.add_argument("--channels", type=whole(1, 64), default=1, help="independent rings/trees (NCCL channels)")
+    g.add_argument("--qps-per-conn", type=whole(1, 64), default=1, help="QPs per connection (QP scaling)")
+    g.add_argument("--ranks", type=whole(2, 100_000), default=None, help="ranks (default: every host)")
     g.add_argument("--placement", choices=("topology", "random"), default="topology",
                    help="topology: ring neighbours share a leaf; random: shuffled")
     g.add_argument("--cts", type=on_off, default=True, metavar="on|off", help="receiver-driven CTS admission")
     g.add_argument("--dcqcn", type=on_off, default=False, metavar="on|off", help="DCQCN rate control on CNPs")
-    g.add_argument("--timeout-s", type=float, default=None, help="give up on ranks after this long "
+    g.add_argument("--timeout-s", type=number(0, 86400, lo_open=True), default=None, help="give up on ranks after this long "
                                                                   "(default: from the bytes to move)")
     k = p.add_argument_group("fabric knobs (through the fabric controller)")
     k.add_argument("--hash", choices=("5tuple", "qpn", "flowlet"), default="5tuple", help="ECMP hashing")
-    k.add_argument("--flowlet-gap-us", type=int, default=None,
+    k.add_argument("--flowlet-gap-us", type=whole(1, 10_000_000), default=None,
                    help="flowlet inactivity gap (default: the controller's)")
     k.add_argument("--pfc", type=on_off, default=True, metavar="on|off", help="PFC on the lossless priority 3")
     k.add_argument("--ecn", default="default", metavar="KMIN,KMAX,PMAX",
                    help="ECN marking thresholds on priority 3 (packets, packets, probability), off, or "
                         "default (the controller's profile)")
-    p.add_argument("--out", default=None, metavar="DIR", help="report directory (default runs/run-<time>)")
+    p.add_argument("--out", type=output_dir, default=None, metavar="DIR", help="report directory (default runs/run-<time>)")
     p.add_argument("--no-pcap", action="store_true", help="no per-port captures")
     p.set_defaults(func=run)
 
@@ -85,6 +91,9 @@ def run(args):
                       qps_per_connection=args.qps_per_conn, cts=args.cts, dcqcn=args.dcqcn, timeout_s=args.timeout_s)
     except (TopologyError, ExperimentError) as exc:
         return options.fail(prog, str(exc))
+    problem = options.check_program(args.program, args.target)
+    if problem:
+        return options.fail(prog, problem)
     status = options.need_root(prog)
     if status:
         return status

@@ -72,7 +72,7 @@ def job_for(clos, pattern, sizes, nranks=None, placement="topology", iterations=
     NIC 0 of the i-th placed host, sends everything to its leaf port's MAC, and its NIC
     paces at the host link rate. Raises ExperimentError before anything exists."""
     from traffic.collectives import expected_bytes
-    from traffic.job import JobError, parse_job, place
+    from traffic.job import MAX_TIMEOUT_S, JobError, parse_job, place
 
     hosts = [{"host": h.name, "ip": h.nics[0].ip, "mac": h.nics[0].mac, "iface": h.intf(0),
               "gateway_mac": h.nics[0].gateway_mac, "leaf": h.nics[0].leaf} for h in clos.hosts.values()]
@@ -84,6 +84,10 @@ def job_for(clos, pattern, sizes, nranks=None, placement="topology", iterations=
             n = len(ranks)
             busiest = max(expected_bytes(pattern, r, n, max(sizes), chunk_bytes)[0] for r in range(n)) if n > 1 else 0
             timeout_s = round(30 + 10 * busiest * len(sizes) * (iterations + warmup) * 8 / (rate * 1e6), 1)
+            if timeout_s > MAX_TIMEOUT_S:
+                raise ExperimentError(f"--size {max(sizes)} on {n} ranks at {rate:g} Mb/s would run for about "
+                                      f"{timeout_s / 10:.0f} s, more than a run may take ({MAX_TIMEOUT_S} s): "
+                                      "choose a smaller --size or fewer --iterations")
         data = {"name": name or pattern, "pattern": pattern, "sizes": list(sizes), "iterations": iterations,
                 "warmup": warmup, "channels": channels, "qps_per_connection": qps_per_connection,
                 "chunk_bytes": chunk_bytes, "cts": {"enabled": bool(cts)},
@@ -108,8 +112,11 @@ class Experiment:
 
     def __enter__(self):
         self.log(f"*** booting {len(self.clos.switches)} switches ({self.target}) and {len(self.clos.hosts)} hosts")
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.clos.save(self.out / "fabric.json")
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.clos.save(self.out / "fabric.json")
+        except OSError as exc:
+            raise FabricError(f"cannot write the report directory {self.out}: {exc.strerror or exc}") from None
         self.fabric.__enter__()
         self.log(f"*** fabric up and programmed in {self.fabric.timings['boot_s']:.1f} s")
         return self

@@ -6,6 +6,7 @@ pair and its :class:`PortModel` is handed to the switch at each end, whose traff
 manager shapes, queues, delays and drops. A host end has no switch; the emulated NIC
 (traffic/) paces itself at the link rate.
 """
+import math
 from dataclasses import asdict, dataclass, replace
 
 from mininet.link import Intf, Link
@@ -23,6 +24,9 @@ class PortModel:
 
     def __post_init__(self):
         problems = []
+        numbers = (self.rate_mbps, self.queue_depth, self.delay_us, self.jitter_us, self.loss)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
+            raise ValueError(f"port model: every value must be a finite number (got {numbers})")
         if self.rate_mbps < 0:
             problems.append(f"rate {self.rate_mbps} Mb/s is negative")
         if int(self.queue_depth) != self.queue_depth or self.queue_depth < 1:

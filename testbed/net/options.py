@@ -8,6 +8,8 @@ import argparse
 import os
 import sys
 
+from testbed.argtypes import number, probability, tcp_port, whole
+
 TARGET_CHOICES = ("engine", "bmv2", "kernel")
 
 
@@ -17,40 +19,44 @@ def ratio(text):
     try:
         if ":" in text:
             a, b = text.split(":", 1)
-            return float(a) / float(b)
-        return float(text)
+            value = float(a) / float(b)
+        else:
+            value = float(text)
     except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a ratio (e.g. 1, 2, 2:1, 1.125:1)") from None
-
-
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+        value = None
+    if value is None or not 0 < value <= MAX_RATIO:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text!r} is not a ratio between 0 and {MAX_RATIO:g} "
+                                         "(e.g. 1, 2, 2:1, 1.125:1)")
     return value
+
+
+# Upper bounds of the emulation: far beyond what a lab needs, low enough that timers and
+# buffers computed from them stay meaningful (an hour of delay is not a link).
+MAX_RATIO = 1000.0
+MAX_LINK_RATE_MBPS = 100_000.0
+MAX_DELAY_US = 10_000_000.0  # 10 s
+MAX_QUEUE_DEPTH = 1 << 20
+MAX_COUNT = 1024  # switches or hosts of one kind
 
 
 def add_topology_options(p, spines=2, leaves=2, hosts_per_leaf=2, rails=1, zones=1, aggs=0):
     g = p.add_argument_group("fabric shape (testbed/clos.py numbering)")
-    g.add_argument("--spines", type=int, default=spines, help=f"spine switches per zone (default {spines})")
-    g.add_argument("--leaves", type=int, default=leaves, help=f"leaf switches per zone (default {leaves})")
-    g.add_argument("--hosts-per-leaf", type=int, default=hosts_per_leaf,
+    g.add_argument("--spines", type=whole(1, MAX_COUNT), default=spines, help=f"spine switches per zone (default {spines})")
+    g.add_argument("--leaves", type=whole(1, MAX_COUNT), default=leaves, help=f"leaf switches per zone (default {leaves})")
+    g.add_argument("--hosts-per-leaf", type=whole(1, MAX_COUNT), default=hosts_per_leaf,
                    help=f"hosts (NIC ports) per leaf (default {hosts_per_leaf})")
-    g.add_argument("--link-rate", type=float, default=10.0, metavar="MBPS",
+    g.add_argument("--link-rate", type=number(0, MAX_LINK_RATE_MBPS, lo_open=True), default=10.0, metavar="MBPS",
                    help="host link rate in Mb/s; uplinks follow from the oversubscription (default 10)")
     g.add_argument("--oversubscription", type=ratio, default=1.0, metavar="RATIO",
                    help="leaf host capacity : uplink capacity, e.g. 1 (1:1), 2 or 2:1, 1.125:1 (default 1)")
-    g.add_argument("--rails", type=int, default=rails,
+    g.add_argument("--rails", type=whole(1, 64), default=rails,
                    help=f"NICs per host, each on a different leaf of its rail group (default {rails})")
-    g.add_argument("--zones", type=int, default=zones,
+    g.add_argument("--zones", type=whole(1, 64), default=zones,
                    help=f"two-tier zones joined by an aggregation tier when > 1 (default {zones})")
-    g.add_argument("--aggs", type=int, default=aggs, help=f"aggregation switches (needs --zones > 1; default {aggs})")
+    g.add_argument("--aggs", type=whole(0, MAX_COUNT), default=aggs, help=f"aggregation switches (needs --zones > 1; default {aggs})")
     g.add_argument("--agg-oversubscription", type=ratio, default=1.0, metavar="RATIO",
                    help="spine down capacity : spine up capacity (default 1)")
-    g.add_argument("--grpc-base-port", type=int, default=50000,
+    g.add_argument("--grpc-base-port", type=tcp_port, default=50000,
                    help="switch N serves P4Runtime on 127.0.0.1:BASE+N (default 50000)")
 
 
@@ -60,12 +66,12 @@ def add_target_options(p):
                    help="engine: the embedded P4 engine (default); bmv2: simple_switch_grpc; "
                         "kernel: Linux routing stand-in without P4 (comparisons)")
     g.add_argument("--program", default=None, help="P4 program (default p4/fabric.p4)")
-    g.add_argument("--mtu", type=int, default=1500, help="host and switch-port MTU (default 1500)")
-    g.add_argument("--queue-depth", type=int, default=64, metavar="PKTS",
+    g.add_argument("--mtu", type=whole(576, 9000), default=1500, help="host and switch-port MTU (default 1500)")
+    g.add_argument("--queue-depth", type=whole(1, MAX_QUEUE_DEPTH), default=64, metavar="PKTS",
                    help="packets per priority queue on every switch port (default 64)")
-    g.add_argument("--delay-us", type=positive_float, default=0.0, help="propagation delay per link, us")
-    g.add_argument("--jitter-us", type=positive_float, default=0.0, help="uniform extra delay per packet, us")
-    g.add_argument("--loss", type=positive_float, default=0.0, help="probability a frame is lost on a link")
+    g.add_argument("--delay-us", type=number(0, MAX_DELAY_US), default=0.0, help="propagation delay per link, us")
+    g.add_argument("--jitter-us", type=number(0, MAX_DELAY_US), default=0.0, help="uniform extra delay per packet, us")
+    g.add_argument("--loss", type=probability, default=0.0, help="probability a frame is lost on a link")
     g.add_argument("--log-console", action="store_true", help="per-packet switch logs (slow)")
     g.add_argument("--name-prefix", default=None, metavar="PREFIX",
                    help="name switch interfaces PREFIX<device>p<port> instead of leaf1-eth3, so "
@@ -101,6 +107,29 @@ def port_defaults(args):
     except ValueError as exc:
         raise TopologyError(str(exc).replace("port model: ", "--queue-depth/--delay-us/--jitter-us/--loss: ")) from None
     return fields
+
+
+def check_program(program, target):
+    """Why `--program` cannot run on `target` (one line), or None; before anything boots.
+
+    The engine target compiles it here (in a child process, as the switches will); BMv2's
+    p4c is not run here, so only the file is checked for it."""
+    if program is None or target == "kernel":
+        return None
+    if not os.path.isfile(program):
+        return f"--program {program}: no such file"
+    if target != "engine":
+        return None
+    from testbed.p4engine import P4Error
+    from testbed.p4engine.isolated import compile_file_isolated
+    try:
+        compile_file_isolated(program)
+    except P4Error as exc:
+        first = next((line for line in str(exc).splitlines() if line.strip()), "does not compile")
+        return f"--program {program} does not compile: {first} (`rocelab p4 check {program}` shows every error)"
+    except RuntimeError as exc:
+        return f"--program {program}: {exc}"
+    return None
 
 
 def fail(prog, message, status=2):

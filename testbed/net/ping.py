@@ -13,6 +13,8 @@ import struct
 import sys
 import time
 
+from testbed.argtypes import number, whole
+
 ECHO_REQUEST, ECHO_REPLY = 8, 0
 
 
@@ -69,8 +71,8 @@ def ping_many(targets, count=1, timeout_s=2.0, interval_s=0.2):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m testbed.net.ping", description=__doc__.split("\n\n")[0])
     p.add_argument("targets", nargs="+", metavar="IP")
-    p.add_argument("-c", "--count", type=int, default=1, help="tries per target (default 1)")
-    p.add_argument("-W", "--timeout", type=float, default=2.0, help="seconds to wait for the last try")
+    p.add_argument("-c", "--count", type=whole(1, 1000), default=1, help="tries per target (default 1)")
+    p.add_argument("-W", "--timeout", type=number(0, 3600, lo_open=True), default=2.0, help="seconds to wait for the last try")
     args = p.parse_args(argv)
     for ip in args.targets:
         try:

@@ -18,13 +18,16 @@ import time
 def build_parser(prog, description, **shape_defaults):
     from testbed.net import options
 
-    p = argparse.ArgumentParser(prog=prog, description=description,
+    from testbed.argtypes import output_dir
+    from testbed.cli import Parser
+
+    p = Parser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_topology_options(p, **shape_defaults)
     options.add_target_options(p)
-    p.add_argument("--pcap", metavar="DIR", default=None,
+    p.add_argument("--pcap", type=output_dir, metavar="DIR", default=None,
                    help="write per-port pcaps under DIR (default: OUT/pcap)")
-    p.add_argument("--out", metavar="DIR", default=None,
+    p.add_argument("--out", type=output_dir, metavar="DIR", default=None,
                    help="fabric.json, logs and pcaps go here (default runs/topo-<time>)")
     p.add_argument("--test", choices=("pingall", "none"), default="none",
                    help="pingall: exit 0 only with 0%% loss")
@@ -41,6 +44,9 @@ def main(argv=None, prog="clos.py", description=__doc__, **shape_defaults):
         clos = options.clos_from_args(args)
     except TopologyError as exc:
         return options.fail(prog, str(exc))
+    problem = options.check_program(args.program, args.target)
+    if problem:
+        return options.fail(prog, problem)
     status = options.need_root(prog)
     if status:
         return status

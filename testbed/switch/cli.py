@@ -8,9 +8,15 @@ P4 source as device config). The switch agent (rates, queue depths, PFC,
 impairments, counters) listens on --agent-addr. SIGTERM/SIGINT exit cleanly.
 """
 import argparse
+import math
 import sys
 
+from testbed.argtypes import host_port, number, probability, whole
+
 DEFAULT_GRPC = "127.0.0.1:9559"
+MAX_QUEUE_DEPTH = 1 << 20      # packets
+MAX_DELAY_US = 10_000_000.0    # 10 s: an impairment, not a link that never delivers
+MAX_RATE_BPS = 1e12
 AGENT_PORT_OFFSET = 100   # default agent port = gRPC port + 100 (like BMv2's separate thrift port)
 
 
@@ -21,27 +27,27 @@ def register(sub, name, help_text):
                    help="P4_16 v1model program (omit to wait for SetForwardingPipelineConfig)")
     p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE",
                    help="attach switch port PORT to interface IFACE (repeatable)")
-    p.add_argument("--grpc-server-addr", default=DEFAULT_GRPC, metavar="HOST:PORT",
+    p.add_argument("--grpc-server-addr", type=host_port, default=DEFAULT_GRPC, metavar="HOST:PORT",
                    help=f"P4Runtime server address (default {DEFAULT_GRPC})")
-    p.add_argument("--device-id", type=int, default=0, help="P4Runtime device id (default 0, as BMv2)")
-    p.add_argument("--cpu-port", type=int, default=None, metavar="N",
+    p.add_argument("--device-id", type=whole(0, (1 << 64) - 1), default=0, help="P4Runtime device id (default 0, as BMv2)")
+    p.add_argument("--cpu-port", type=whole(0, 510), default=None, metavar="N",
                    help="port number that carries packet-in/packet-out to the controller")
     p.add_argument("--pcap", nargs="?", const=".", default=None, metavar="DIR",
                    help="write <iface>_in.pcap and <iface>_out.pcap per port into DIR (default .)")
     p.add_argument("--log-console", action="store_true", help="print a per-packet trace to stdout")
-    p.add_argument("--agent-addr", default=None, metavar="HOST:PORT",
+    p.add_argument("--agent-addr", type=_agent_address, default=None, metavar="HOST:PORT",
                    help="switch agent address (default: gRPC host, gRPC port + 100; 'none' disables)")
     p.add_argument("-I", "--include", action="append", default=[], metavar="DIR",
                    help="include directory for the P4 preprocessor")
-    p.add_argument("--rate", default=None, metavar="BPS",
+    p.add_argument("--rate", type=_rate_option, default=None, metavar="BPS",
                    help="egress rate of every port, bits/s with optional k/M/G suffix (default unlimited)")
-    p.add_argument("--queue-depth", type=int, default=None, metavar="PKTS",
+    p.add_argument("--queue-depth", type=whole(1, MAX_QUEUE_DEPTH), default=None, metavar="PKTS",
                    help="depth limit of every egress queue in packets (default 64)")
     p.add_argument("--pfc", default=None, metavar="PRIOS",
                    help="priorities whose received PFC frames pause the port, e.g. 3,4 or all")
-    p.add_argument("--delay-us", type=float, default=0.0, help="propagation delay of every port (µs)")
-    p.add_argument("--jitter-us", type=float, default=0.0, help="jitter of every port (µs, uniform ±)")
-    p.add_argument("--loss", type=float, default=0.0, help="random loss probability of every port (0..1)")
+    p.add_argument("--delay-us", type=number(0, MAX_DELAY_US), default=0.0, help="propagation delay of every port (µs)")
+    p.add_argument("--jitter-us", type=number(0, MAX_DELAY_US), default=0.0, help="jitter of every port (µs, uniform ±)")
+    p.add_argument("--loss", type=probability, default=0.0, help="random loss probability of every port (0..1)")
     p.set_defaults(func=run)
 
 
@@ -56,9 +62,21 @@ def parse_rate(text):
         value = float(t) * factor
     except ValueError:
         raise ValueError(f"--rate {text!r}: expected bits/s such as 10M or 1.5G") from None
-    if value < 0:
-        raise ValueError(f"--rate {text!r}: negative rate")
+    if not math.isfinite(value) or not 0 <= value <= MAX_RATE_BPS:
+        raise ValueError(f"--rate {text!r}: expected a rate from 0 to {MAX_RATE_BPS:g} bits/s")
     return int(value)
+
+
+def _rate_option(text):
+    try:
+        parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
+    return text
+
+
+def _agent_address(text):
+    return text if text.lower() == "none" else host_port(text)
 
 
 def parse_priorities(text):
@@ -104,6 +122,9 @@ def run(args):
             raise ValueError(f"--pcap: directory {args.pcap!r} does not exist")
         from testbed.switch.agent import parse_address
         grpc_host, grpc_port = parse_address(args.grpc_server_addr)
+        if args.agent_addr is None and grpc_port + AGENT_PORT_OFFSET > 65535:
+            raise ValueError(f"--grpc-server-addr port {grpc_port}: the default agent port (+{AGENT_PORT_OFFSET}) "
+                             "would pass 65535; give --agent-addr")
         agent_addr = args.agent_addr or f"{grpc_host}:{grpc_port + AGENT_PORT_OFFSET}"
     except (PortError, ValueError) as exc:
         return _fail(str(exc))

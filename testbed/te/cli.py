@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from testbed.argtypes import number, tcp_port, whole
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
@@ -25,12 +27,12 @@ def register(sub, name, help_text):
     run = te.add_parser("run", help="start the app under ryu-manager (foreground)")
     run.add_argument("--fabric", required=True, help="fabric.json written by the Clos builder")
     run.add_argument("--rest-host", default="127.0.0.1", help="REST listen address (default 127.0.0.1)")
-    run.add_argument("--rest-port", type=int, default=8080, help="REST listen port (default 8080)")
-    run.add_argument("--interval", type=float, default=5.0, help="seconds between CSPF runs (default 5)")
+    run.add_argument("--rest-port", type=tcp_port, default=8080, help="REST listen port (default 8080)")
+    run.add_argument("--interval", type=number(0.2, 3600), default=5.0, help="seconds between CSPF runs (default 5)")
     run.add_argument("--programmer", choices=("p4runtime", "dry-run"), default="p4runtime",
                      help="p4runtime: program the leaves through the fabric controller; "
                           "dry-run: keep overrides in memory (no switches needed)")
-    run.add_argument("--min-rate", type=float, default=0.01, metavar="MBPS",
+    run.add_argument("--min-rate", type=number(0, 1e6), default=0.01, metavar="MBPS",
                      help="demands at or below this rate stay on ECMP (default 0.01 Mb/s)")
     run.add_argument("--no-watch-links", action="store_true",
                      help="do not poll switch interfaces' operstate for link up/down")
@@ -60,25 +62,25 @@ def register(sub, name, help_text):
     ov = client("override", "add or remove a manual override", _cmd_override)
     ov.add_argument("action", choices=("add", "remove"))
     ov.add_argument("leaf")
-    ov.add_argument("ingress_port", type=int)
+    ov.add_argument("ingress_port", type=whole(0, 510))
     ov.add_argument("dst_prefix")
-    ov.add_argument("egress_port", type=int, nargs="?", help="uplink port (add only)")
+    ov.add_argument("egress_port", type=whole(0, 510), nargs="?", help="uplink port (add only)")
 
     dm = client("demand", "declare (or withdraw) a demand hint", _cmd_demand)
     dm.add_argument("action", choices=("add", "remove"))
     dm.add_argument("leaf")
-    dm.add_argument("ingress_port", type=int)
+    dm.add_argument("ingress_port", type=whole(0, 510))
     dm.add_argument("dst_prefix")
-    dm.add_argument("rate_mbps", type=float, nargs="?")
-    dm.add_argument("--ttl", type=float, help="seconds until the hint expires")
+    dm.add_argument("rate_mbps", type=number(0, 1e6), nargs="?")
+    dm.add_argument("--ttl", type=number(0, 1e7, lo_open=True), help="seconds until the hint expires")
 
     ln = client("link", "tell the app a link went down or came back", _cmd_link)
     ln.add_argument("switch")
-    ln.add_argument("port", type=int)
+    ln.add_argument("port", type=whole(0, 510))
     ln.add_argument("state", choices=("up", "down"))
 
     iv = client("interval", "show or set the optimization interval", _cmd_interval)
-    iv.add_argument("seconds", type=float, nargs="?")
+    iv.add_argument("seconds", type=number(0.2, 3600), nargs="?")
 
 
 def _fail(msg):

@@ -1,0 +1,50 @@
+"""Every `rocelab` command refuses bad option values before doing anything: one line on
+stderr naming the option, exit status 2, never a traceback (testbed/argtypes.py)."""
+import pytest
+
+from testbed.cli import main
+
+BAD = [
+    "run --delay-us inf", "run --delay-us -1", "run --delay-us nan", "run --jitter-us inf", "run --loss 1.5",
+    "run --queue-depth 0", "run --queue-depth 1e3", "run --grpc-base-port 70000", "run --link-rate nan",
+    "run --oversubscription inf", "run --oversubscription 0:0", "run --size inf", "run --size 1e30",
+    "run --size -5", "run --size 1.5", "run --timeout-s nan", "run --iterations 0", "run --spines 1e9",
+    "run --mtu 100000", "run --out /proc/rocelab-test", "run --out /etc/hostname", "run --ranks 1",
+    "switch --delay-us inf", "switch --delay-us -1", "switch --delay-us nan", "switch --jitter-us inf",
+    "switch --queue-depth 0", "switch --loss nan", "switch --rate inf", "switch --rate 1e30",
+    "switch --grpc-server-addr 127.0.0.1:65536", "switch --agent-addr 127.0.0.1:0", "switch --cpu-port 511",
+    "switch --device-id -1",
+    "lab ecmp --grpc-base-port 99999", "lab ecmp --out /sys/rocelab", "demo --out /etc/hostname",
+    "traffic run --job j --rank -1", "traffic run --job j --rank 0 --out /proc/x",
+    "te run --fabric f --rest-port 0", "te run --fabric f --interval inf", "te interval nan",
+    "te demand add leaf1 1 10.1.2.0/24 inf", "te link leaf1 70000 down", "fabric flowlet 1e400",
+    "fabric ecn 5 20 0.2 --priority 8", "stats --timeout nan",
+]
+
+
+@pytest.mark.parametrize("argv", BAD)
+def test_bad_option_is_one_line_and_status_2(argv, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(argv.split())
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    option = argv.split()[-2] if argv.split()[-2].startswith("-") else None
+    if option:
+        assert option in lines[0]
+
+
+def test_run_reports_a_program_that_does_not_compile_before_booting(tmp_path, capsys):
+    bad = tmp_path / "bad.p4"
+    bad.write_text("#include <v1model.p4>\nparser P(packet_in p) { state start { transition nowhere; } }\n")
+    assert main(["run", "--program", str(bad), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not compile" in err[0] and f"{bad}:" in err[0]
+    assert not (tmp_path / "out").exists()  # nothing booted, nothing written
+
+
+def test_huge_size_is_refused_with_the_time_it_would_take(capsys):
+    assert main(["run", "--size", "1024G", "--link-rate", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--size" in err[0] and "would run for" in err[0]
