@@ -221,14 +221,14 @@ def test_write_errors_use_spec_codes_per_update(device, shell):
         codes.append(e.canonical_code)
     assert codes == [code_pb2.OK, code_pb2.INVALID_ARGUMENT, code_pb2.NOT_FOUND]
     assert len(device["switch"].pipeline.tables["MyIngress.fwd"].entries()) == 2
-    # Values too wide for their field are rejected.
+    # Values too wide for their field are rejected: OUT_OF_RANGE (spec 1.4, "Bytestrings").
     update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
     update.entity.table_entry.table_id = 33554433
     update.entity.table_entry.match.add(field_id=1).exact.value = b"\x04\x00"   # 1024 > 9 bits
     update.entity.table_entry.action.action.action_id = 16777219
     with pytest.raises(P4RuntimeWriteException) as err:
         shell.client.write_update(update)
-    assert "INVALID_ARGUMENT" in str(err.value) and "9 bits" in str(err.value)
+    assert "OUT_OF_RANGE" in str(err.value) and "9 bits" in str(err.value)
 
 
 def test_packet_in_and_out_through_controller_header(device, shell):

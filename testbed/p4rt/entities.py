@@ -55,12 +55,16 @@ class DeviceState:
         self.digest_configs = {}       # digest id -> DigestEntry
 
 
+MAX_INSTANCE = 0xFFFF     # v1model's egress_rid is bit<16>: the largest replica instance
+
+
 class EntityHandler:
-    def __init__(self, index, pipeline, state, lock):
+    def __init__(self, index, pipeline, state, lock, ports=None):
         self.index = index
         self.pipeline = pipeline
         self.state = state
         self.lock = lock
+        self.ports = ports        # the switch's port numbers replicas may name (None: unchecked)
 
     # == Write ================================================================
     def write(self, update):
@@ -269,7 +273,9 @@ class EntityHandler:
         if not entry.HasField("index"):
             raise invalid(f"{name}: writes need an index")
         i = entry.index.index
-        if not 0 <= i < size:
+        if i < 0:
+            raise invalid(f"{name}: negative index {i}")
+        if i >= size:
             raise P4RuntimeError(code_pb2.OUT_OF_RANGE, f"{name}: index {i} not in 0..{size - 1}")
         return i
 
@@ -351,6 +357,13 @@ class EntityHandler:
         out = []
         for r in replicas:
             port = r.egress_port if r.WhichOneof("port_kind") != "port" else decode_int(r.port, 32, "replica port")
+            # the spec: a replica's port must be a (singleton) port of the switch
+            if self.ports is not None and port not in self.ports:
+                raise invalid(f"replica port {port} is not a port of this switch "
+                              f"(ports: {', '.join(map(str, sorted(self.ports))) or 'none'})")
+            if r.instance > MAX_INSTANCE:
+                raise invalid(f"replica instance {r.instance} does not fit v1model's egress_rid "
+                              f"(bit<16>, at most {MAX_INSTANCE})")
             out.append((port, r.instance))
         if len(set(out)) != len(out):
             raise invalid("replicas must be unique (port, instance) pairs")
@@ -505,7 +518,9 @@ class EntityHandler:
     def _indices(self, entry, size, name):
         if entry.HasField("index"):
             i = entry.index.index
-            if not 0 <= i < size:
+            if i < 0:
+                raise invalid(f"{name}: negative index {i}")
+            if i >= size:
                 raise P4RuntimeError(code_pb2.OUT_OF_RANGE, f"{name}: index {i} not in 0..{size - 1}")
             return [i]
         return range(size)

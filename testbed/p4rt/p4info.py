@@ -6,9 +6,10 @@ answered in canonical form.
 """
 from collections import namedtuple
 
+from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 
-from testbed.p4rt.errors import invalid, not_found
+from testbed.p4rt.errors import P4RuntimeError, not_found
 
 MatchField = namedtuple("MatchField", "id name bitwidth kind")
 Param = namedtuple("Param", "id name bitwidth")
@@ -22,12 +23,15 @@ MATCH_KINDS = {
 
 
 def decode_int(data, bitwidth, what):
-    """A P4Runtime byte string -> int, checked against `bitwidth`."""
+    """A P4Runtime byte string -> int, checked against `bitwidth`: an empty string or a value
+    wider than the field is OUT_OF_RANGE (spec 1.4, "Bytestrings"); leading zero bytes are
+    fine."""
     if not data:
-        raise invalid(f"{what}: empty byte string")
+        raise P4RuntimeError(code_pb2.OUT_OF_RANGE, f"{what}: empty byte string")
     value = int.from_bytes(data, "big")
     if bitwidth and value >> bitwidth:
-        raise invalid(f"{what}: value 0x{data.hex()} does not fit in {bitwidth} bits")
+        shown = data.hex() if len(data) <= 32 else data[:32].hex() + f"... ({len(data)} bytes)"
+        raise P4RuntimeError(code_pb2.OUT_OF_RANGE, f"{what}: value 0x{shown} does not fit in {bitwidth} bits")
     return value
 
 

@@ -24,7 +24,8 @@ import grpc
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from testbed.p4rt.entities import DeviceState, EntityHandler, digest_data
-from testbed.p4rt.errors import GRPC_CODES, P4RuntimeError, abort_with_status, invalid, write_batch_status
+from testbed.p4rt.errors import (GRPC_CODES, P4RuntimeError, abort_with_status, invalid, not_found,
+                                 write_batch_status)
 from testbed.p4rt.p4info import P4InfoIndex, decode_int, encode_int
 
 API_VERSION = "1.4.1"
@@ -83,13 +84,23 @@ class Pipeline_:
 
 
 class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
+    """max_streams: open StreamChannels allowed at once. Each holds one gRPC worker thread for
+    its lifetime (grpc's synchronous server), so more are refused with RESOURCE_EXHAUSTED and
+    the rest of the pool (max_workers - max_streams) always serves Write/Read/Capabilities."""
+
     def __init__(self, switch, device_id=1, address="127.0.0.1:9559", compiler=compile_device_config,
-                 max_workers=16):
+                 max_workers=16, max_streams=8):
+        if not 0 < max_streams < max_workers:
+            raise ValueError(f"max_streams {max_streams} must leave workers for unary calls "
+                             f"(max_workers {max_workers})")
         self.switch = switch
         self.device_id = device_id
         self.address = address
         self.compiler = compiler
         self.max_workers = max_workers
+        self.max_streams = max_streams
+        self._open_streams = 0
+        self._roles = {""}               # roles ever arbitrated (the default role always exists)
         self.installed = None            # Pipeline_
         self.saved = None                # VERIFY_AND_SAVE result awaiting COMMIT
         self.state = DeviceState()
@@ -165,8 +176,10 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 # RECONCILE_AND_COMMIT is honoured as a plain commit: state is not carried over.
                 self._install(prepared)
         elif action == Request.COMMIT:
+            if request.HasField("config"):
+                raise invalid("COMMIT takes no config (it commits the one saved by VERIFY_AND_SAVE)")
             if self.saved is None:
-                raise P4RuntimeError(code_pb2.FAILED_PRECONDITION, "COMMIT without a saved (VERIFY_AND_SAVE) config")
+                raise not_found("COMMIT without a saved (VERIFY_AND_SAVE) config")
             self._install(self.saved)
             self.saved = None
         else:
@@ -204,7 +217,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 raise P4RuntimeError(code_pb2.UNIMPLEMENTED, "only CONTINUE_ON_ERROR atomicity is supported")
         except P4RuntimeError as exc:
             context.abort(exc.grpc_code, exc.message)
-        handler = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock)
+        handler = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock,
+                                ports=self._port_numbers())
         results = []
         for update in request.updates:
             try:
@@ -237,6 +251,20 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     # -- StreamChannel --------------------------------------------------------------------
     def StreamChannel(self, request_iterator, context):
+        with self._arb_lock:
+            full = self._open_streams >= self.max_streams
+            if not full:
+                self._open_streams += 1
+        if full:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"this switch serves at most {self.max_streams} StreamChannels at once")
+        try:
+            yield from self._serve_stream(request_iterator, context)
+        finally:
+            with self._arb_lock:
+                self._open_streams -= 1
+
+    def _serve_stream(self, request_iterator, context):
         ctl = Controller(context.peer())
         reader = threading.Thread(target=self._read_stream, args=(ctl, request_iterator),
                                   name=f"p4rt-stream-{ctl.number}", daemon=True)
@@ -278,21 +306,24 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         ctl.close()
 
     def _arbitrate(self, ctl, update):
-        if update.device_id != self.device_id:
-            raise P4RuntimeError(code_pb2.NOT_FOUND, f"device id {update.device_id} is not this switch "
-                                 f"(device id {self.device_id})")
         role = update.role.name
+        if update.device_id != self.device_id:
+            # spec 1.4: NOT_FOUND on a new stream; a live one may not change its device
+            code = code_pb2.FAILED_PRECONDITION if ctl.arbitrated else code_pb2.NOT_FOUND
+            raise P4RuntimeError(code, f"device id {update.device_id} is not this switch "
+                                 f"(device id {self.device_id})")
+        if ctl.arbitrated and role != ctl.role:
+            raise P4RuntimeError(code_pb2.FAILED_PRECONDITION,
+                                 f"a stream keeps its role ({ctl.role or '(default)'}); open a new "
+                                 f"StreamChannel for role {role or '(default)'}")
         eid = (update.election_id.high, update.election_id.low) if update.HasField("election_id") else None
         with self._arb_lock:
             for other in self._controllers:
                 if other is not ctl and other.role == role and eid is not None and other.election_id == eid:
                     raise invalid(f"election id {eid} is already used by another controller")
             old_primary = self._primary(role)
-            if ctl.arbitrated and ctl.role != role:
-                old_other = self._primary(ctl.role)
-            else:
-                old_other = None
             ctl.role, ctl.election_id, ctl.arbitrated = role, eid, True
+            self._roles.add(role)
             if ctl not in self._controllers:
                 self._controllers.append(ctl)
             new_primary = self._primary(role)
@@ -300,8 +331,6 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 self._notify_role(role)
             else:
                 ctl.send(self._arbitration_message(ctl, new_primary))
-            if old_other is not None:
-                self._notify_role(old_other.role)
 
     def _primary(self, role):
         candidates = [c for c in self._controllers if c.role == role and c.election_id is not None]
@@ -412,11 +441,20 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _check_primary(self, role, election_id):
         with self._arb_lock:
+            if role not in self._roles:
+                raise not_found(f"role {role!r} is unknown: no controller has arbitrated for it")
             primary = self._primary(role)
         eid = (election_id.high, election_id.low)
         if primary is None or primary.election_id != eid:
             raise P4RuntimeError(code_pb2.PERMISSION_DENIED,
                                  f"election id {eid} is not the primary's for role {role or '(default)'}")
+
+    def _port_numbers(self):
+        """The ports replicas may name: the switch's ports and its CPU port."""
+        ports = set(getattr(self.switch, "ports", None) or ())
+        if self.switch.cpu_port is not None:
+            ports.add(self.switch.cpu_port)
+        return ports
 
     def _require_pipeline(self):
         if self.installed is None:

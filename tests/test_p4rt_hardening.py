@@ -1,0 +1,214 @@
+"""P4Runtime server against hostile or careless clients: idle StreamChannels cannot starve the
+unary RPCs (they are capped with RESOURCE_EXHAUSTED), and status codes follow P4Runtime 1.4
+(too-wide or empty bytestrings OUT_OF_RANGE, unknown role NOT_FOUND, a live stream changing
+role FAILED_PRECONDITION, COMMIT without a saved config NOT_FOUND, replicas naming ports the
+switch does not have INVALID_ARGUMENT)."""
+import queue
+import threading
+import time
+
+import grpc
+import pytest
+from google.rpc import code_pb2, status_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from switch_fake_engine import FakeProgram, SocketPort, fake_p4info
+from test_p4rt_server import CPU_PORT, free_port
+from testbed.p4rt.server import P4RuntimeServer
+from testbed.switch.datapath import Switch
+
+ELECTION = (0, 1)
+FWD, SET_PORT, REGISTER = 33554433, 16777217, 369098753
+
+
+@pytest.fixture
+def server():
+    ports = {n: SocketPort(n) for n in (1, 2, 3)}
+    switch = Switch(ports, cpu_port=CPU_PORT)
+    switch.start()
+    addr = f"127.0.0.1:{free_port()}"
+    program = FakeProgram()
+    srv = P4RuntimeServer(switch, device_id=1, address=addr, compiler=lambda cfg: program).start()
+    srv.load_program(program, p4info=fake_p4info())
+    channel = grpc.insecure_channel(addr)
+    yield {"addr": addr, "server": srv, "stub": p4runtime_pb2_grpc.P4RuntimeStub(channel), "switch": switch}
+    channel.close()
+    srv.stop()
+    switch.close()
+
+
+class Stream:
+    """A StreamChannel whose requests the test feeds (or never feeds: an idle stream)."""
+
+    def __init__(self, addr):
+        self.channel = grpc.insecure_channel(addr)
+        self.requests = queue.Queue()
+        self.done = threading.Event()
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
+
+        def feed():
+            while True:
+                item = self.requests.get()
+                if item is None:
+                    return
+                yield item
+        self.responses = stub.StreamChannel(feed())
+        self.responses.add_done_callback(lambda _call: self.done.set())
+
+    def arbitrate(self, election=ELECTION, role="", device_id=1):
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = device_id
+        req.arbitration.election_id.high, req.arbitration.election_id.low = election
+        if role:
+            req.arbitration.role.name = role
+        self.requests.put(req)
+        return next(self.responses)
+
+    def close(self):
+        self.requests.put(None)
+        self.channel.close()
+
+
+def _write(stub, *updates, role=""):
+    req = p4runtime_pb2.WriteRequest(device_id=1, role=role)
+    req.election_id.high, req.election_id.low = ELECTION
+    req.updates.extend(updates)
+    return stub.Write(req, timeout=20)
+
+
+def _codes(err):
+    """The per-update canonical codes of a failed Write."""
+    status = status_pb2.Status.FromString(dict(err.trailing_metadata())["grpc-status-details-bin"])
+    codes = []
+    for detail in status.details:
+        e = p4runtime_pb2.Error()
+        detail.Unpack(e)
+        codes.append(e.canonical_code)
+    return codes
+
+
+def _entry(port_value, param_value=b"\x02"):
+    update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+    te = update.entity.table_entry
+    te.table_id = FWD
+    te.match.add(field_id=1).exact.value = port_value
+    te.action.action.action_id = SET_PORT
+    te.action.action.params.add(param_id=1, value=param_value)
+    return update
+
+
+def _pre(kind, ident, replicas):
+    update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+    pre = update.entity.packet_replication_engine_entry
+    entry = pre.multicast_group_entry if kind == "mc" else pre.clone_session_entry
+    if kind == "mc":
+        entry.multicast_group_id = ident
+    else:
+        entry.session_id = ident
+    for port, instance in replicas:
+        entry.replicas.add(egress_port=port, instance=instance)
+    return update
+
+
+def _wait_until(condition, deadline=20.0):
+    """Poll `condition` until it holds or `deadline` seconds pass (a wait, not a timing test)."""
+    end = time.monotonic() + deadline
+    while not condition() and time.monotonic() < end:
+        time.sleep(0.02)
+    return condition()
+
+
+def test_sixteen_idle_streams_do_not_starve_write_and_capabilities(server):
+    primary = Stream(server["addr"])
+    assert primary.arbitrate().arbitration.status.code == code_pb2.OK
+    idle = [Stream(server["addr"]) for _ in range(16)]
+    allowed = server["server"].max_streams - 1          # the primary holds one slot
+    # a refused stream ends at once; an accepted idle one never does
+    _wait_until(lambda: sum(s.done.is_set() for s in idle) >= len(idle) - allowed)
+    stub = server["stub"]
+    assert stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=20).p4runtime_api_version
+    _write(stub, _entry(b"\x01"))
+    refused = [s for s in idle if s.done.is_set()]
+    assert len(refused) == len(idle) - allowed
+    assert {s.responses.code() for s in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    for stream in idle:
+        stream.close()
+    # the slots come back once the idle clients go away
+    assert _wait_until(lambda: server["server"]._open_streams == 1)
+    later = Stream(server["addr"])
+    assert later.arbitrate(election=(0, 2)).arbitration.status.code == code_pb2.OK
+    later.close()
+    primary.close()
+
+
+def test_bytestrings_too_wide_or_empty_are_out_of_range(server):
+    primary = Stream(server["addr"])
+    primary.arbitrate()
+    with pytest.raises(grpc.RpcError) as err:
+        _write(server["stub"], _entry(b"\x02\x00"), _entry(b""), _entry(b"\x01", b"\x7f\xff"),
+               _entry(b"\x00\x00\x00\x03"))
+    assert _codes(err.value) == [code_pb2.OUT_OF_RANGE] * 3 + [code_pb2.OK]
+    primary.close()
+
+
+def test_unknown_role_is_not_found_and_a_live_stream_keeps_its_role(server):
+    primary = Stream(server["addr"])
+    primary.arbitrate()
+    with pytest.raises(grpc.RpcError) as err:
+        _write(server["stub"], _entry(b"\x01"), role="nobody")
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as err:
+        primary.arbitrate(role="other")
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    primary.close()
+    # a backup of the default role is still PERMISSION_DENIED, not NOT_FOUND
+    with pytest.raises(grpc.RpcError) as err:
+        _write(server["stub"], _entry(b"\x01"))
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_commit_without_saved_config_is_not_found(server):
+    primary = Stream(server["addr"])
+    primary.arbitrate()
+    req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+        device_id=1, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.COMMIT)
+    req.election_id.high, req.election_id.low = ELECTION
+    with pytest.raises(grpc.RpcError) as err:
+        server["stub"].SetForwardingPipelineConfig(req, timeout=20)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    req.config.p4info.CopyFrom(fake_p4info())
+    with pytest.raises(grpc.RpcError) as err:
+        server["stub"].SetForwardingPipelineConfig(req, timeout=20)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    primary.close()
+
+
+def test_replicas_must_name_ports_of_the_switch(server):
+    primary = Stream(server["addr"])
+    primary.arbitrate()
+    with pytest.raises(grpc.RpcError) as err:
+        _write(server["stub"], _pre("clone", 5, [(77, 0)]), _pre("mc", 6, [(1, 0), (9, 1)]),
+               _pre("mc", 7, [(1, 0x10000)]), _pre("clone", 8, [(CPU_PORT, 0)]),
+               _pre("mc", 9, [(1, 1), (3, 2)]))
+    assert _codes(err.value) == [code_pb2.INVALID_ARGUMENT] * 3 + [code_pb2.OK, code_pb2.OK]
+    pipeline = server["switch"].pipeline
+    assert 5 not in pipeline.clone_sessions and 6 not in pipeline.mc_groups
+    assert pipeline.mc_groups[9] == [(1, 1), (3, 2)]
+    primary.close()
+
+
+def test_negative_index_is_invalid_past_the_end_out_of_range(server):
+    primary = Stream(server["addr"])
+    primary.arbitrate()
+    updates = []
+    for index in (-1, 8, 7):
+        update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+        entry = update.entity.register_entry
+        entry.register_id = REGISTER
+        entry.index.index = index
+        entry.data.bitstring = b"\x05"
+        updates.append(update)
+    with pytest.raises(grpc.RpcError) as err:
+        _write(server["stub"], *updates)
+    assert _codes(err.value) == [code_pb2.INVALID_ARGUMENT, code_pb2.OUT_OF_RANGE, code_pb2.OK]
+    primary.close()
