@@ -101,6 +101,8 @@ class FabricNet:
                               "Vagrant VM; use --target engine here)")
         if self.target in ("engine", "bmv2") and not self.program.is_file():
             raise FabricError(f"P4 program {self.program} not found")
+        if self.target == "bmv2":
+            self.check_bmv2_limits()
         if self.target == "kernel" and self.pcap_dir and not shutil.which("tcpdump"):
             raise FabricError("tcpdump not found (needed for pcaps on --target kernel)")
         clashes = [n for n in self.root_interfaces() if Path(f"/sys/class/net/{n}").exists()]
@@ -112,6 +114,15 @@ class FabricNet:
                 if not _port_free(sw.grpc_port):
                     raise FabricError(f"{sw.name}: P4Runtime port {sw.grpc_port} is in use "
                                       "(another fabric? choose --grpc-base-port)")
+
+    def check_bmv2_limits(self):
+        """p4c-bm2-ss would refuse the program once the switches are up: say where, before."""
+        from testbed.p4engine import P4Error
+        from testbed.p4engine.isolated import compile_file_isolated
+        try:
+            compile_file_isolated(self.program, target="bmv2")
+        except P4Error as exc:
+            raise FabricError(f"--target bmv2: p4c-bm2-ss would refuse {self.program}:\n{exc}") from None
 
     # --- boot ---
     def __enter__(self):

@@ -12,11 +12,12 @@ from .errors import P4Error, P4RuntimeFault
 __all__ = ["P4Error", "P4RuntimeFault", "compile_file", "compile_source", "Program", "Pipeline"]
 
 
-def _compile(decls, smap, source, filename):
+def _compile(decls, smap, source, filename, target=None):
+    from .bmv2_limits import limits_for
     from .compiler import Compiler
     from .pipeline import Program
     try:
-        compiled = Compiler(decls, smap, filename).compile()
+        compiled = Compiler(decls, smap, filename, limits=limits_for(target)).compile()
     except P4Error as e:
         raise e.with_source_map(smap) from None
     except RecursionError:
@@ -27,8 +28,9 @@ def _compile(decls, smap, source, filename):
     return Program(compiled, source, filename)
 
 
-def compile_file(path, include_dirs=(), defines=None):
-    """Preprocess, parse, check and compile the P4 program at `path`; raises P4Error."""
+def compile_file(path, include_dirs=(), defines=None, target=None):
+    """Preprocess, parse, check and compile the P4 program at `path`; raises P4Error.
+    target="bmv2" also refuses what p4c-bm2-ss refuses (see bmv2_limits)."""
     from .syntax import parse_program
     path = str(path)
     decls, smap = parse_program(path=path, include_dirs=include_dirs, defines=defines)
@@ -37,14 +39,14 @@ def compile_file(path, include_dirs=(), defines=None):
             source = f.read()
     except OSError:
         source = ""
-    return _compile(decls, smap, source, path)
+    return _compile(decls, smap, source, path, target)
 
 
-def compile_source(text, filename="<string>", include_dirs=(), defines=None):
+def compile_source(text, filename="<string>", include_dirs=(), defines=None, target=None):
     """Like compile_file for program text (e.g. a P4Runtime device config)."""
     from .syntax import parse_program
     decls, smap = parse_program(text=text, filename=filename, include_dirs=include_dirs, defines=defines)
-    return _compile(decls, smap, text, filename)
+    return _compile(decls, smap, text, filename, target)
 
 
 def __getattr__(name):

@@ -1,12 +1,13 @@
 """`rocelab p4`: check, describe and packet-test P4_16 v1model programs with the embedded engine.
 
-    rocelab p4 check prog.p4 [-I DIR] [-D NAME[=VALUE]]      diagnostics only
+    rocelab p4 check prog.p4 [-I DIR] [-D NAME[=VALUE]] [--target bmv2]   diagnostics only
     rocelab p4 info prog.p4 [-o prog.p4info.txt] [--format text|binary|json]
     rocelab p4 test prog.p4 prog.stf [-v]                    p4c's STF packet tests
 
 Errors in the program are printed as `file:line:col: error: ...` with the source line and a
 caret, errors in an STF file as `file:line: error: ...`; the exit status is 1 for either and
-for a failing test, 0 otherwise. An `internal error` (exit 3) is a bug in the engine.
+for a failing test, 0 otherwise. `check --target bmv2` also reports, as `[bmv2 <limit>]` errors,
+what p4c-bm2-ss refuses although P4_16 allows it (shift amounts over 8 bits, ...). An `internal error` (exit 3) is a bug in the engine.
 """
 import argparse
 import os
@@ -23,6 +24,8 @@ def register(sub, name, help_text):
 
     check = commands.add_parser("check", help="compile a program and report its errors (nothing else)")
     _program_args(check)
+    check.add_argument("--target", choices=("engine", "bmv2"), default="engine",
+                       help="also hold the program to this target's limits (bmv2: what p4c-bm2-ss refuses)")
     check.set_defaults(func=_guarded(run_check))
 
     info = commands.add_parser("info", help="write the program's P4Info (P4Runtime's view of it)")
@@ -120,7 +123,8 @@ def compile_program(args):
         return None
     from testbed.p4engine import P4Error, compile_file
     try:
-        return compile_file(args.program, include_dirs=args.include, defines=defines)
+        return compile_file(args.program, include_dirs=args.include, defines=defines,
+                            target=getattr(args, "target", None))
     except P4Error as exc:
         print(str(exc), file=sys.stderr)
         return None
@@ -143,7 +147,8 @@ def run_check(args):
         return 1
     compiled = program.compiled
     _print_warnings(getattr(compiled, "warnings", ()))
-    print(f"{args.program}: ok ({len(compiled.tables)} tables, {len(compiled.actions)} actions, "
+    target = f" for {args.target}" if args.target != "engine" else ""
+    print(f"{args.program}: ok{target} ({len(compiled.tables)} tables, {len(compiled.actions)} actions, "
           f"{len(compiled.externs)} extern instances)")
     return 0
 

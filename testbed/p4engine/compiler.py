@@ -253,8 +253,9 @@ class Compiled:
 
 
 class Compiler:
-    def __init__(self, decls, source_map, filename="<program>"):
+    def __init__(self, decls, source_map, filename="<program>", limits=None):
         self.filename = filename
+        self.limits = limits     # a target's extra limits (bmv2_limits), or None: the engine's own
         self.decls = decls
         self.smap = source_map
         self.types = {}
@@ -378,6 +379,8 @@ class Compiler:
             loc = self.decls[-1].loc if self.decls else Loc(self.filename, 1, 1)
             self.err("the program declares no package instance 'main' (expected V1Switch(...) main;)", loc)
         self.build_pipeline(main.info)
+        if self.limits is not None:
+            self.limits.raise_if_breached(self.smap)
         out = self.out
         out.source = self.em.text()
         out.namespace = self.ns
@@ -816,6 +819,8 @@ class Compiler:
             pt = self.resolve_type(p.type)
             params.append((p.name, p.direction, pt))
             if p.direction is None:
+                if self.limits is not None:
+                    self.limits.action_param(p, pt)
                 if not (isinstance(pt, (T.BitT, T.BoolT)) or (isinstance(pt, T.EnumT) and pt.base)):
                     self.err(f"action parameter '{p.name}' must be bit<W>, int<W> or bool (not {pt})", p.loc)
                 local = f"p{i}"
@@ -842,6 +847,8 @@ class Compiler:
         from . import tables as tb
         name = self.qualified(prefix, d.name, d.annos)
         info = TableInfo(name, d)
+        if self.limits is not None:
+            self.limits.table(d)
         seen_props = set()
         action_names = []
         for p in d.props:
@@ -1258,6 +1265,8 @@ class Compiler:
         em = Emitter()
         em.indent()
         ctx = Ctx(Scope(scope), em, "control", name, block_role=role)
+        if self.limits is not None:
+            self.limits.control(decl, role)
         # control-level variable initialisers run at each apply, before the body
         for l in decl.locals:
             self.declare_local(l, ctx, name)
@@ -1348,6 +1357,8 @@ class Compiler:
         c = ctx.child()
         if ctx.where == "parser":
             self.err("for loops are not allowed in a parser state", s.loc)
+        if self.limits is not None:
+            self.limits.loop(s)
         for item in s.init:
             self.stmt(item, c)
         first = c.temp()
@@ -1893,6 +1904,8 @@ class Compiler:
             if not isinstance(b.type, (T.BitT, T.IntLitT)) or (isinstance(b.type, T.BitT) and b.type.signed):
                 self.err(f"shift amount must be unsigned, not {b.type}", n.right.loc)
             t = a.type
+            if self.limits is not None and not (a.is_const and b.is_const):
+                self.limits.shift(n, b)
             if a.is_const and b.is_const:
                 r = a.const << b.const if op == "<<" else a.const >> b.const
                 return lit(wrap(r, t) if isinstance(t, T.BitT) else r, t)

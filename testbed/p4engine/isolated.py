@@ -1,7 +1,7 @@
 """Compile in a short-lived child process, for long-running hosts such as the engine switch.
 
     compile_source_isolated(text, filename="<string>", include_dirs=(), defines=None) -> Program
-    compile_file_isolated(path, include_dirs=(), defines=None) -> Program
+    compile_file_isolated(path, include_dirs=(), defines=None, target=None) -> Program
 
 Why: parsing and checking a program like p4/fabric.p4 grows the process by ~18 MB that the
 allocator never returns (the lark tables and the AST are freed, but their arenas stay
@@ -29,9 +29,10 @@ def compile_source_isolated(text, filename="<string>", include_dirs=(), defines=
                        "defines": defines})
 
 
-def compile_file_isolated(path, include_dirs=(), defines=None):
+def compile_file_isolated(path, include_dirs=(), defines=None, target=None):
     """Like compile_file, run in a child process; raises P4Error."""
-    return _run_child({"path": str(path), "include_dirs": tuple(include_dirs), "defines": defines})
+    return _run_child({"path": str(path), "include_dirs": tuple(include_dirs), "defines": defines,
+                       "target": target})
 
 
 def _run_child(request):
@@ -64,7 +65,8 @@ def _serve(request):
     from . import compile_file, compile_source
     try:
         if "path" in request:
-            program = compile_file(request["path"], request["include_dirs"], request["defines"])
+            program = compile_file(request["path"], request["include_dirs"], request["defines"],
+                                   target=request.get("target"))
         else:
             program = compile_source(request["text"], request["filename"], request["include_dirs"],
                                      request["defines"])

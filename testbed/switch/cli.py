@@ -39,6 +39,8 @@ def register(sub, name, help_text):
                    help="switch agent address (default: gRPC host, gRPC port + 100; 'none' disables)")
     p.add_argument("-I", "--include", action="append", default=[], metavar="DIR",
                    help="include directory for the P4 preprocessor")
+    p.add_argument("--target", choices=("engine", "bmv2"), default="engine",
+                   help="refuse a program this target cannot run (bmv2: what p4c-bm2-ss refuses) before starting")
     p.add_argument("--rate", type=_rate_option, default=None, metavar="BPS",
                    help="egress rate of every port, bits/s with optional k/M/G suffix (default unlimited)")
     p.add_argument("--queue-depth", type=whole(1, MAX_QUEUE_DEPTH), default=None, metavar="PKTS",
@@ -140,7 +142,7 @@ def run(args):
             return _fail(f"the P4 engine is not available: {exc}", 1)
         try:
             # in a child process: the parse would leave ~18 MB in this long-running one
-            program = compile_file_isolated(args.program, include_dirs=tuple(args.include))
+            program = compile_file_isolated(args.program, include_dirs=tuple(args.include), target=args.target)
         except P4Error as exc:
             print(str(exc), file=sys.stderr)
             return 1

@@ -1,0 +1,227 @@
+"""What p4c's BMv2 backend (p4c-bm2-ss, simple_switch) refuses although P4_16 allows it.
+
+    limits = limits_for("bmv2")     # None for the engine: it runs all of these
+    Compiler(decls, smap, filename, limits=limits)
+
+The compiler calls the hooks below while it compiles; each breach is recorded with its
+location and reported together at the end as `file:line:col: error: [bmv2 <limit>] ...`,
+so one run lists every place that has to change. The limits, as read from p4c's
+backends/bmv2 (1.2.5):
+
+  shift-amount      a shift's amount is at most bit<8> wide, a constant amount at most 256
+                    (common/lower.cpp, LowerExpressions::shift, ERR_OVERLIMIT)
+  lpm-keys          at most one lpm key per table (common/control.h)
+  action-params     action data is bit<W> or int<W> only: no bool (common/action.cpp)
+  loops             no for loops (common/check_unsupported.h; 1.2.5.12 and later accept
+                    them inside action bodies only, so a program meant for 1.2.5 avoids them)
+  checksum-control  verifyChecksum/computeChecksum contain only verify_checksum* /
+                    update_checksum* calls whose field lists do no computation
+                    (simple_switch/simpleSwitch.cpp, convertChecksum/EnsureExpressionIsSimple)
+  deparser          the deparser contains only emit and extern calls: no if, assignment or
+                    variable (common/deparser.cpp)
+  table-reapplied   no path applies a table twice: BMv2's control flow is a graph in which
+                    a table is one node (common/controlFlowGraph.cpp)
+
+The engine enforces some BMv2 limits on every target, because it follows BMv2's packet
+layout: headers a whole number of bytes, one varbit per header, clone I2E only in ingress
+and E2E only in egress, resubmit in ingress, recirculate in egress, no 'random' hash.
+"""
+from .errors import P4Error
+
+MAX_SHIFT_BITS = 8
+MAX_SHIFT_CONSTANT = 1 << MAX_SHIFT_BITS
+CHECKSUM_CALLS = {"verify": ("verify_checksum", "verify_checksum_with_payload"),
+                  "compute": ("update_checksum", "update_checksum_with_payload")}
+CHECKSUM_CONTROL = {"verify": "verifyChecksum", "compute": "computeChecksum"}
+# expression kinds a checksum's field list may hold: names, fields, constants, lists
+SIMPLE_EXPRESSIONS = ("name", "member", "int", "list", "index", "bool", "type_member")
+
+
+def limits_for(target):
+    """The limit checker for a target name; None where the engine has nothing to add."""
+    if target in (None, "engine"):
+        return None
+    if target == "bmv2":
+        return Bmv2Limits()
+    raise ValueError(f"unknown target {target!r} (engine or bmv2)")
+
+
+def _text(node):
+    from .compiler import expr_text
+    return expr_text(node)
+
+
+class Bmv2Limits:
+    target = "bmv2"
+
+    def __init__(self):
+        self.breaches = []          # (file, line, col, message)
+
+    def _breach(self, limit, loc, message):
+        self.breaches.append((loc.file, loc.line, loc.col, f"[bmv2 {limit}] {message}"))
+
+    def raise_if_breached(self, source_map):
+        if self.breaches:
+            ordered = sorted(set(self.breaches), key=lambda b: (b[0], b[1], b[2]))
+            raise P4Error(None, source_map=source_map, diagnostics=ordered)
+
+    # ------------------------------------------------------------------ expressions
+    def shift(self, node, amount):
+        """`node` shifts by `amount` (a typed value); both constant means it is folded away."""
+        width = getattr(amount.type, "width", None)
+        if amount.is_const and amount.const == 0:
+            return                  # p4c folds a shift by zero into its left operand
+        if width is not None and width > MAX_SHIFT_BITS:
+            self._breach("shift-amount", node.loc,
+                         f"{_text(node)}: shift amount limited to {MAX_SHIFT_BITS} bits on this target "
+                         f"(the amount is bit<{width}>; cast it to bit<{MAX_SHIFT_BITS}>)")
+        elif width is None and amount.is_const and amount.const > MAX_SHIFT_CONSTANT:
+            self._breach("shift-amount", node.loc,
+                         f"{_text(node)}: shift amount limited to {MAX_SHIFT_CONSTANT} on this target")
+
+    # ------------------------------------------------------------------ declarations
+    def action_param(self, param, ptype):
+        from . import p4types as T
+        if isinstance(ptype, T.BoolT):
+            self._breach("action-params", param.loc,
+                         f"action parameter '{param.name}': action parameters must be bit<> or int<> "
+                         f"on this target, not bool (use bit<1>)")
+
+    def table(self, decl):
+        lpm = [k for p in decl.props if p.kind == "tp_key" for k in p.keys if k.match_kind == "lpm"]
+        for extra in lpm[1:]:
+            self._breach("lpm-keys", extra.loc,
+                         f"table {decl.name}: multiple lpm keys in one table are not supported on this "
+                         f"target (make the others ternary)")
+
+    # ------------------------------------------------------------------ statements
+    def loop(self, stmt):
+        self._breach("loops", stmt.loc, "for loops are not supported on this target "
+                     "(p4c-bm2-ss 1.2.5 refuses them; unroll the loop)")
+
+    def control(self, decl, role):
+        """A control's body, once per control declaration compiled in `role`."""
+        if role in CHECKSUM_CALLS:
+            self._checksum_body(decl.body.stmts, role)
+        elif role == "deparser":
+            self._deparser_body(decl.body.stmts)
+        tables = {d.name for d in decl.locals if d.kind == "table"}
+        if tables:
+            self._paths(decl.body.stmts, tables, set())
+
+    def _checksum_body(self, stmts, role):
+        allowed = CHECKSUM_CALLS[role]
+        for s in stmts:
+            if s.kind == "block":
+                self._checksum_body(s.stmts, role)
+                continue
+            call = s.expr if s.kind == "call_stmt" and s.expr.kind == "call" else None
+            if call is None or call.func.kind != "name" or call.func.name not in allowed:
+                self._breach("checksum-control", s.loc,
+                             f"only calls to {' or '.join(allowed)} are allowed in {CHECKSUM_CONTROL[role]} "
+                             f"on this target")
+                continue
+            if len(call.args) > 1:
+                self._simple_field_list(call.args[1], allowed[0])
+
+    def _simple_field_list(self, node, function):
+        if node.kind == "named_arg":
+            node = node.value
+        if node.kind not in SIMPLE_EXPRESSIONS:
+            self._breach("checksum-control", node.loc,
+                         f"{_text(node)}: computations are not supported in {function} on this target "
+                         f"(compute the value in ingress or egress into a field)")
+            return
+        for item in getattr(node, "items", None) or ():
+            self._simple_field_list(item, function)
+
+    def _deparser_body(self, stmts):
+        for s in stmts:
+            if s.kind == "block":
+                self._deparser_body(s.stmts)
+            elif s.kind not in ("call_stmt", "empty"):
+                self._breach("deparser", s.loc,
+                             f"'{s.kind}' statement: only emit and extern calls are supported within a "
+                             f"deparser on this target")
+
+    # -- a table applied twice on one path
+    def _paths(self, stmts, tables, seen):
+        """Walk a statement list in order; `seen` holds the tables some path to here applied.
+        Returns the tables applied on paths that fall through, or None if none does."""
+        for s in stmts:
+            seen = self._path_stmt(s, tables, seen)
+            if seen is None:
+                return None
+        return seen
+
+    def _path_stmt(self, s, tables, seen):
+        k = s.kind
+        if k in ("exit", "return"):
+            if getattr(s, "value", None) is not None:
+                self._applies(s.value, tables, seen)
+            return None
+        if k == "block":
+            return self._paths(s.stmts, tables, seen)
+        if k == "if":
+            seen = self._applies(s.cond, tables, seen)
+            then = self._path_stmt(s.then, tables, set(seen))
+            els = self._path_stmt(s.els, tables, set(seen)) if s.els is not None else set(seen)
+            return _union(then, els)
+        if k == "switch":
+            seen = self._applies(s.expr, tables, seen)
+            out, has_default = None, False
+            for case in s.cases:
+                if getattr(case.label, "kind", None) == "sw_default":
+                    has_default = True
+                if case.body is not None:
+                    out = _union(out, self._path_stmt(case.body, tables, set(seen)))
+            return _union(out, None if has_default else set(seen))
+        if k == "for":
+            return seen         # reported as a loop already
+        for child in ("expr", "rhs", "lhs", "init"):
+            node = getattr(s, child, None)
+            if node is not None and hasattr(node, "kind"):
+                seen = self._applies(node, tables, seen)
+        return seen
+
+    def _applies(self, node, tables, seen):
+        """Add the tables an expression applies (in evaluation order) to `seen`."""
+        for call in _calls(node):
+            f = call.func
+            if f.kind == "member" and f.name == "apply" and f.expr.kind == "name" and f.expr.name in tables:
+                name = f.expr.name
+                if name in seen:
+                    self._breach("table-reapplied", call.loc,
+                                 f"table {name} is applied twice on one path; BMv2 cannot implement a "
+                                 f"path from a table back to itself")
+                seen = seen | {name}
+        return seen
+
+
+def _union(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a | b
+
+
+def _calls(node):
+    """Call nodes inside an expression, innermost first (the order they run)."""
+    found = []
+
+    def walk(n):
+        if isinstance(n, list):
+            for item in n:
+                walk(item)
+            return
+        if not hasattr(n, "kind") or not hasattr(n, "__dict__"):
+            return
+        for value in n.__dict__.values():
+            if isinstance(value, list) or hasattr(value, "kind"):
+                walk(value)
+        if n.kind == "call":
+            found.append(n)
+
+    walk(node)
+    return found
