@@ -8,12 +8,16 @@ link impairments, PFC enablement, queue/pause/MAC state), behind one interface.
 Rates are bits/s (0 = unlimited), depths packets, delays microseconds.
 """
 import json
+import logging
+import math
 import socket
 import socketserver
 import threading
 
 AGENT_OPS = ("ports", "set_port_rate", "set_queue_depth", "set_impairments", "set_pfc",
              "queue_depth", "pause_state", "port_counters", "mirroring_add", "mirroring_delete")
+MAX_REQUEST_BYTES = 64 * 1024     # one request line; a longer one is refused and skipped
+LOG = logging.getLogger("rocelab.agent")
 
 
 class AgentError(Exception):
@@ -143,21 +147,146 @@ class AgentServer:
 def _handler_for(agent):
     class Handler(socketserver.StreamRequestHandler):
         def handle(self):
-            for line in self.rfile:
-                try:
-                    request = json.loads(line)
-                    op = request.get("op")
-                    if op not in AGENT_OPS:
-                        raise AgentError(f"unknown agent operation {op!r}")
-                    result = getattr(agent, op)(**request.get("args", {}))
-                    reply = {"ok": True, "result": result}
-                except (AgentError, TypeError, ValueError) as exc:
-                    reply = {"ok": False, "error": str(exc)}
-                except NotImplementedError:
-                    reply = {"ok": False, "error": f"{request.get('op')} is not supported by this target"}
-                self.wfile.write(json.dumps(reply).encode() + b"\n")
-                self.wfile.flush()
+            try:
+                while True:
+                    line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+                    if not line:
+                        return
+                    if len(line) > MAX_REQUEST_BYTES and not line.endswith(b"\n"):
+                        reply = {"ok": False, "error": f"request longer than {MAX_REQUEST_BYTES} bytes "
+                                                       "(one JSON object per line)"}
+                        if not self._skip_line():
+                            self._send(reply)
+                            return
+                    else:
+                        reply = answer(agent, line)
+                    self._send(reply)
+            except (ConnectionError, OSError):
+                return          # the client went away mid-request: nothing to answer
+
+        def _skip_line(self):
+            """Discard the rest of an overlong line in bounded chunks; False at end of stream."""
+            while True:
+                chunk = self.rfile.readline(MAX_REQUEST_BYTES)
+                if not chunk:
+                    return False
+                if chunk.endswith(b"\n"):
+                    return True
+
+        def _send(self, reply):
+            self.wfile.write(json.dumps(reply).encode() + b"\n")
+            self.wfile.flush()
     return Handler
+
+
+def answer(agent, line):
+    """The reply to one request line: {"ok": true, "result": ...} or {"ok": false, "error": ...};
+    never raises (a bad request must not end the connection or print a traceback)."""
+    op = "request"
+    try:
+        op, args = check_request(line)
+        return {"ok": True, "result": getattr(agent, op)(**args)}
+    except AgentError as exc:
+        return {"ok": False, "error": str(exc)}
+    except NotImplementedError:
+        return {"ok": False, "error": f"{op} is not supported by this target"}
+    except Exception as exc:  # noqa: BLE001 - the agent's fault, answered and logged, never fatal
+        LOG.error("agent %s failed: %s: %s", op, type(exc).__name__, exc)
+        return {"ok": False, "error": f"internal error in {op}: {type(exc).__name__}: {exc}"}
+
+
+def _shown(value, limit=40):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _port(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFF:
+        raise AgentError(f"{name}: {_shown(value)} is not a port number")
+    return value
+
+
+def _whole(lo, hi):
+    def check(name, value):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise AgentError(f"{name}: {_shown(value)} is not a whole number from {lo} to {hi}")
+        return value
+    return check
+
+
+def _number(lo, hi):
+    def check(name, value):
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value) or not lo <= value <= hi):
+            raise AgentError(f"{name}: {_shown(value)} is not a finite number from {lo:g} to {hi:g}")
+        return value
+    return check
+
+
+def _optional(check):
+    return lambda name, value: None if value is None else check(name, value)
+
+
+def _priorities(name, value):
+    if not isinstance(value, list) or len(value) > 8:
+        raise AgentError(f"{name}: {_shown(value)} is not a list of priorities 0..7")
+    return [_whole(0, 7)(name, p) for p in value]
+
+
+def _request_rules():
+    from testbed.switch.cli import MAX_DELAY_US, MAX_QUEUE_DEPTH, MAX_RATE_BPS
+    priority = _whole(0, 7)
+    delay = _number(0, MAX_DELAY_US)
+    session = _whole(0, 0xFFFFFFFF)
+    # op -> {argument: (check, required)}
+    return {
+        "ports": {},
+        "set_port_rate": {"port": (_port, True), "rate_bps": (_number(0, MAX_RATE_BPS), True)},
+        "set_queue_depth": {"port": (_port, True), "depth": (_whole(1, MAX_QUEUE_DEPTH), True),
+                            "priority": (_optional(priority), False)},
+        "set_impairments": {"port": (_port, True), "delay_us": (delay, False), "jitter_us": (delay, False),
+                            "loss": (_number(0, 1), False)},
+        "set_pfc": {"port": (_port, True), "priorities": (_priorities, True)},
+        "queue_depth": {"port": (_port, True), "priority": (priority, True)},
+        "pause_state": {"port": (_port, True)},
+        "port_counters": {"port": (_port, True)},
+        "mirroring_add": {"session": (session, True), "port": (_port, True)},
+        "mirroring_delete": {"session": (session, True)},
+    }
+
+
+_RULES = None
+
+
+def check_request(line):
+    """(op, checked keyword arguments) of one JSON request line; AgentError says what is wrong."""
+    global _RULES
+    if _RULES is None:
+        _RULES = _request_rules()
+    try:
+        request = json.loads(line)
+    except RecursionError:
+        raise AgentError("request nests too deeply") from None
+    except ValueError as exc:          # bad JSON or bad UTF-8
+        raise AgentError(f"request is not a JSON object: {exc}") from None
+    if not isinstance(request, dict):
+        raise AgentError(f"request must be a JSON object like {{\"op\": \"ports\"}}, got {type(request).__name__}")
+    op = request.get("op")
+    if not isinstance(op, str) or op not in _RULES:
+        raise AgentError(f"unknown agent operation {_shown(op)} (one of {', '.join(AGENT_OPS)})")
+    args = request.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise AgentError(f"{op}: args must be a JSON object, got {type(args).__name__}")
+    rules = _RULES[op]
+    unknown = [name for name in args if name not in rules]
+    if unknown:
+        raise AgentError(f"{op}: unknown argument {_shown(unknown[0])} (takes {', '.join(rules) or 'none'})")
+    missing = [name for name, (_, required) in rules.items() if required and name not in args]
+    if missing:
+        raise AgentError(f"{op}: missing argument {missing[0]}")
+    return op, {name: rules[name][0](f"{op} {name}", value) for name, value in args.items()}
 
 
 def parse_address(address):
