@@ -258,6 +258,25 @@ def test_cli_client_talks_to_the_app(app):
     assert res.returncode == 2 and "no switch named 'leaf7'" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize("method, path, raw, field", [
+    ("POST", "/te/overrides", b'{"leaf": ["leaf1"], "ingress_port": 1, "dst_prefix": "10.1.3.0/24", "egress_port": 3}',
+     "leaf"),
+    ("POST", "/te/overrides", b'{"leaf": "leaf1", "ingress_port": 1e400, "dst_prefix": "10.1.3.0/24", "egress_port": 3}',
+     "ingress_port"),
+    ("POST", "/te/demands", b'{"leaf": "leaf1", "ingress_port": 1, "dst_prefix": "10.1.3.0/24", "rate_mbps": NaN}',
+     "NaN"),
+    ("GET", "/te/switches?timeout=abc", None, "timeout"),
+    ("POST", "/te/overrides", b"[" * 50000 + b"]" * 50000, "request body"),
+])
+def test_wrong_types_through_ryu_are_400_with_json_errors(app, method, path, raw, field):
+    req = urllib.request.Request(app.url + path, data=raw, method=method, headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=20)
+    text = refused.value.read()
+    assert refused.value.code == 400, text
+    assert field in json.loads(text)["error"] and b"Traceback" not in text
+
+
 def test_sigterm_stops_the_app_and_its_worker(app):
     # last in this module: the fixture's teardown finds the app already gone
     workers = _children(app.proc.pid)
@@ -289,3 +308,4 @@ def test_run_rejects_a_bad_fabric_without_a_traceback(tmp_path):
         res = subprocess.run([ROCELAB, "te", "run", "--fabric", str(path), "--programmer", "dry-run"],
                              capture_output=True, text=True, timeout=30)
         assert res.returncode == 2 and "--fabric" in res.stderr and "Traceback" not in res.stderr
+

@@ -26,6 +26,7 @@ GET/PUT  /te/interval                         {"interval_s": seconds}
 =======  ===================================  ==========================================
 """
 import json
+import logging
 import os
 
 from ryu.app.wsgi import ControllerBase, Response, WSGIApplication, route
@@ -33,11 +34,13 @@ from ryu.base import app_manager
 from ryu.lib import hub
 
 from testbed.clos import Clos
+from testbed.te import fields
 from testbed.te.worker import RemoteError, WorkerError
 from testbed.te.programmer import ProgrammerError, make_programmer
 from testbed.te.service import TEService
 from testbed.te.topology import FabricError
 
+LOG = logging.getLogger("testbed.te.app")
 CONFIG_ENV = "ROCELAB_TE_CONFIG"
 SERVICE_KEY = "te_service"
 
@@ -100,12 +103,17 @@ class TrafficEngineeringApp(app_manager.RyuApp):
 
 
 def _json(data, status=200):
-    return Response(status=status, content_type="application/json", charset="utf-8",
-                    body=(json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    try:
+        text = fields.dumps(data)
+    except ValueError as exc:  # a NaN or Infinity that got into state: a bug, never invalid JSON
+        LOG.error("TE REST: unserializable response: %s", exc)
+        status, text = 500, fields.dumps({"error": "internal error: the answer held a non-finite number"})
+    return Response(status=status, content_type="application/json", charset="utf-8", body=(text + "\n").encode())
 
 
 def _handled(fn):
-    """Map user errors to 400 and switch/worker failures to 502, never a traceback."""
+    """Map user errors to 400 and switch/worker failures to 502, never a traceback: anything
+    else is a 500 with a JSON error (the traceback goes to the app's log only)."""
     def wrapper(self, req, **kwargs):
         try:
             return fn(self, req, **kwargs)
@@ -113,6 +121,9 @@ def _handled(fn):
             return _json({"error": str(exc)}, 400)
         except (ProgrammerError, WorkerError, RemoteError) as exc:
             return _json({"error": str(exc)}, 502)
+        except Exception as exc:
+            LOG.exception("TE REST %s %s failed", req.method, req.path)
+            return _json({"error": f"internal error ({type(exc).__name__}); see the TE app's log"}, 500)
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
@@ -120,14 +131,10 @@ def _handled(fn):
 
 def _body(req, required, optional=()):
     """The request's JSON object (or, for DELETE, its query string) with `required` keys."""
-    data = {}
-    if req.body:
-        try:
-            data = json.loads(req.body)
-        except ValueError as exc:
-            raise UserError(f"request body is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise UserError("request body must be a JSON object")
+    length = req.content_length
+    if length is not None and length > fields.MAX_BODY_BYTES:
+        raise UserError(f"request body: {length} bytes is more than {fields.MAX_BODY_BYTES}")
+    data = fields.parse_body(req.body)
     for key, value in req.GET.items():
         data.setdefault(key, value)
     missing = [k for k in required if k not in data]
@@ -135,7 +142,8 @@ def _body(req, required, optional=()):
         raise UserError(f"missing field(s): {', '.join(missing)} (need {', '.join(required)})")
     unknown = sorted(set(data) - set(required) - set(optional))
     if unknown:
-        raise UserError(f"unknown field(s): {', '.join(unknown)} (allowed: {', '.join(list(required) + list(optional))})")
+        raise UserError(f"unknown field(s): {', '.join(k if len(k) <= 40 else k[:40] + '...' for k in unknown[:5])} "
+                        f"(allowed: {', '.join(list(required) + list(optional))})")
     return data
 
 
@@ -161,11 +169,7 @@ class TERestController(ControllerBase):
     @route("te", "/te/links/{switch}/{port}/{state}", methods=["POST"], requirements=STATE)
     @_handled
     def link_event(self, req, switch, port, state, **_):
-        try:
-            port = int(port)
-        except ValueError:
-            raise UserError(f"port must be a number (got {port!r})") from None
-        return _json(self.service.link_event(switch, port, state == "up"))
+        return _json(self.service.link_event(switch, fields.port(port, "port"), state == "up"))
 
     @route("te", "/te/switches/{switch}/{state}", methods=["POST"], requirements=STATE)
     @_handled
@@ -176,7 +180,7 @@ class TERestController(ControllerBase):
     @_handled
     def switches(self, req, **_):
         names = req.GET.getall("switch") or None
-        timeout = float(req.GET.get("timeout", 2.0))
+        timeout = req.GET.get("timeout", 2.0)
         return _json(self.service.probe_switches(names, timeout))
 
     @route("te", "/te/placements", methods=["GET"])

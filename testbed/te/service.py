@@ -24,12 +24,16 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Dict, Optional
 
+from testbed.te import fields
 from testbed.te.collector import DemandHints, OperstateWatcher, RateMeter, traffic_matrix
 from testbed.te.engine import DemandKey, cspf, utilization
 from testbed.te.programmer import Override, ProgrammerError
 from testbed.te.topology import FabricError, FabricGraph
 
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.2, 3600.0
+MAX_RATE_MBPS = 1e6          # a demand hint beyond 1 Tb/s is a typo
+MAX_TTL_S = 1e7
+MAX_PROBE_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -69,22 +73,13 @@ class TEService:
 
     @staticmethod
     def _check_interval(seconds):
-        try:
-            seconds = float(seconds)
-        except (TypeError, ValueError):
-            raise FabricError(f"interval must be a number of seconds (got {seconds!r})") from None
-        if not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
-            raise FabricError(f"interval {seconds:g} s is out of range "
-                              f"({MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g} s)")
-        return seconds
+        return fields.number(seconds, "interval_s", MIN_INTERVAL_S, MAX_INTERVAL_S)
 
     def _key(self, leaf, ingress_port, dst_prefix):
         """Validate an override key; returns it with the destination leaf."""
-        self.graph.leaf(leaf)
-        try:
-            ingress_port = int(ingress_port)
-        except (TypeError, ValueError):
-            raise FabricError(f"ingress_port must be a port number (got {ingress_port!r})") from None
+        self.graph.leaf(fields.name(leaf, "leaf"))
+        ingress_port = fields.port(ingress_port, "ingress_port")
+        dst_prefix = fields.prefix(dst_prefix)
         if ingress_port not in self.graph.host_ports(leaf):
             raise FabricError(f"{leaf} port {ingress_port} is not a host-facing port "
                               f"(host ports: {self.graph.host_ports(leaf)})")
@@ -151,12 +146,14 @@ class TEService:
             return self._link_event(switch, port, up)
 
     def _link_event(self, switch, port, up):
+        switch, port = fields.name(switch, "switch"), fields.port(port, "port")
         ends = self.graph.set_link(switch, port, up)
         self._log("link_up" if up else "link_down", switch=switch, port=int(port))
         withdrawn = [] if up else self._withdraw_broken(f"link {switch}:{port} down")
         return {"link": [f"{s}:{p}" for s, p in ends], "up": bool(up), "withdrawn": withdrawn}
 
     def switch_event(self, switch, up):
+        switch = fields.name(switch, "switch")
         with self.lock:
             self.graph.set_switch(switch, up)
             if up:
@@ -189,10 +186,7 @@ class TEService:
     def add_manual(self, leaf, ingress_port, dst_prefix, egress_port):
         with self.lock:
             key, dst_leaf = self._key(leaf, ingress_port, dst_prefix)
-            try:
-                egress_port = int(egress_port)
-            except (TypeError, ValueError):
-                raise FabricError(f"egress_port must be a port number (got {egress_port!r})") from None
+            egress_port = fields.port(egress_port, "egress_port")
             if egress_port not in self.graph.uplinks(leaf):
                 raise FabricError(f"{leaf} port {egress_port} is not an uplink (uplinks: {self.graph.uplinks(leaf)})")
             override = Override(key.leaf, key.ingress_port, key.dst_prefix, egress_port)
@@ -218,13 +212,8 @@ class TEService:
     def add_hint(self, leaf, ingress_port, dst_prefix, rate_mbps, ttl_s=None):
         with self.lock:
             key, _ = self._key(leaf, ingress_port, dst_prefix)
-            try:
-                rate = float(rate_mbps)
-                ttl = None if ttl_s is None else float(ttl_s)
-            except (TypeError, ValueError):
-                raise FabricError(f"rate_mbps/ttl_s must be numbers (got {rate_mbps!r}, {ttl_s!r})") from None
-            if rate < 0 or (ttl is not None and ttl <= 0):
-                raise FabricError("rate_mbps must be >= 0 and ttl_s > 0")
+            rate = fields.number(rate_mbps, "rate_mbps", 0.0, MAX_RATE_MBPS)
+            ttl = None if ttl_s is None else fields.number(ttl_s, "ttl_s", 0.0, MAX_TTL_S, lo_open=True)
             self.hints.set(key, rate, ttl)
             return dict(key.as_dict(), rate_mbps=rate, ttl_s=ttl)
 
@@ -370,8 +359,11 @@ class TEService:
 
     def probe_switches(self, switches=None, timeout_s=2.0):
         """P4Runtime Capabilities of each switch (in the worker process when there is one)."""
+        if switches is not None and (not isinstance(switches, (list, tuple)) or len(switches) > len(self.clos.switches)):
+            raise fields.FieldError("switch: expected at most one name per switch of the fabric")
         for name in switches or ():
-            self.graph.switch(name)
+            self.graph.switch(fields.name(name, "switch"))
+        timeout_s = fields.number(timeout_s, "timeout", 0.0, MAX_PROBE_TIMEOUT_S, lo_open=True)
         if hasattr(self.programmer, "probe"):
             return self.programmer.probe(switches, timeout_s)
         from testbed.te.p4rt_probe import probe_all  # plain process, no eventlet: call directly

@@ -80,8 +80,9 @@ class FabricGraph:
     def switch(self, name):
         try:
             return self.clos.switches[name]
-        except KeyError:
-            raise FabricError(f"no switch named {name!r} in this fabric "
+        except (KeyError, TypeError):  # TypeError: not a name at all (a list from JSON)
+            shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:40] + "..."
+            raise FabricError(f"no switch named {shown} in this fabric "
                               f"(known: {', '.join(sorted(self.clos.switches))})") from None
 
     def leaf(self, name):
@@ -109,7 +110,8 @@ class FabricGraph:
         try:
             net = ipaddress.ip_network(prefix, strict=True)
         except ValueError as exc:
-            raise FabricError(f"bad destination prefix {prefix!r}: {exc}") from None
+            shown = repr(prefix) if len(repr(prefix)) <= 40 else repr(prefix)[:40] + "..."
+            raise FabricError(f"bad destination prefix {shown}: {str(exc)[:120]}") from None
         for leaf_net, name in self._leaf_nets:
             if net.version == leaf_net.version and net.subnet_of(leaf_net):
                 return name
