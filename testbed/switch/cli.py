@@ -191,6 +191,8 @@ def run(args):
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    # A data path that died takes the whole switch down (no zombie answering P4Runtime).
+    switch.on_failure = lambda reason: stop.set()
     switch.start()
     print(f"rocelab switch: ports {', '.join(f'{n}@{p.iface}' for n, p in sorted(ports.items())) or 'none'}; "
           f"P4Runtime on {args.grpc_server_addr} (device {args.device_id}); "
@@ -199,6 +201,8 @@ def run(args):
           flush=True)
     while not stop.wait(0.5):
         pass
+    if switch.failure:
+        print(f"rocelab switch: data path failed: {switch.failure}; stopping", file=sys.stderr, flush=True)
     server.stop()
     if agent_server:
         agent_server.stop()
@@ -206,7 +210,7 @@ def run(args):
     if args.log_console:
         sys.stdout.flush()
     print(f"rocelab switch: stopped at {time.strftime('%H:%M:%S')}", flush=True)
-    return 0
+    return 1 if switch.failure else 0
 
 
 def _console_log(line):

@@ -27,7 +27,7 @@ PCAP_FLUSH_SECONDS = 1.0
 
 class PortCounters:
     __slots__ = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "rx_runts",
-                 "pfc_consumed", "no_route_drops", "priority_drops")
+                 "pfc_consumed", "no_route_drops", "priority_drops", "tx_refused")
 
     def __init__(self):
         for name in self.__slots__:
@@ -67,6 +67,8 @@ class Switch:
         os.set_blocking(self._wake_w, False)
         self._stop = threading.Event()
         self._thread = None
+        self.failure = None                 # why the data-path thread died (None while it runs)
+        self.on_failure = None              # callable(reason), called from the dying thread
 
     # -- control (any thread) -------------------------------------------------
     def now_us(self):
@@ -122,6 +124,23 @@ class Switch:
 
     # -- the loop --------------------------------------------------------------
     def run(self):
+        """The data-path loop. If it dies, the reason is kept in `failure` and handed to
+        `on_failure`, whose job is to take the switch down: a switch that answers its
+        control plane but forwards nothing must not exist."""
+        try:
+            self._loop()
+        except BaseException as exc:
+            import traceback
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            self.failure = (f"{type(exc).__name__}: {exc} (at {os.path.basename(where.filename)}:"
+                            f"{where.lineno} in {where.name})")
+            self.last_error = f"data path died: {self.failure}"
+            if self.log:
+                self.log(f"data path died: {self.failure}")
+            if self.on_failure is not None:
+                self.on_failure(self.failure)
+
+    def _loop(self):
         poller = select.poll()
         by_fd = {}
         for number, port in self.ports.items():
@@ -136,7 +155,8 @@ class Switch:
             if self.captures and now >= next_flush:
                 self.captures.flush()
                 next_flush = now + PCAP_FLUSH_SECONDS
-            timeout = IDLE_WAKE_SECONDS if wake_at is None else max(0.0, wake_at - clock())
+            # at most IDLE_WAKE_SECONDS: a far (or non-finite) wake time never overflows poll()
+            timeout = IDLE_WAKE_SECONDS if wake_at is None else min(IDLE_WAKE_SECONDS, max(0.0, wake_at - clock()))
             events = poller.poll(timeout * 1000.0)
             for fd, _mask in events:
                 if fd == self._wake_r:
@@ -298,9 +318,9 @@ class Switch:
 
     def _transmit(self, number, frame):
         counters = self.counters[number]
-        counters.tx_packets += 1
-        counters.tx_bytes += len(frame)
         if number == self.cpu_port and number not in self.ports:
+            counters.tx_packets += 1
+            counters.tx_bytes += len(frame)
             handler = self.packet_in_handler
             if handler is not None:
                 try:
@@ -308,9 +328,15 @@ class Switch:
                 except Exception as exc:   # a controller-side fault must not stop the switch
                     self.last_error = f"packet-in handler: {type(exc).__name__}: {exc}"
             return
+        if self.ports[number].send(frame) is False:
+            counters.tx_refused += 1   # the kernel refused it (EMSGSIZE, full buffer, link down): a drop
+            if self.log:
+                self.log(f"port {number}: frame of {len(frame)} B refused by the interface: dropped")
+            return
+        counters.tx_packets += 1
+        counters.tx_bytes += len(frame)
         if self.captures and number in self.captures.egress:
             self.captures.egress[number].write(frame)
-        self.ports[number].send(frame)
 
     def _pipeline_fault(self, stage, port, exc):
         self.pipeline_errors += 1

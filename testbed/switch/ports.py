@@ -1,4 +1,11 @@
-"""Switch ports as AF_PACKET raw sockets bound to named interfaces."""
+"""Switch ports as AF_PACKET raw sockets bound to named interfaces.
+
+The kernel takes the 802.1Q tag off every received frame (VLAN offload, also on veths)
+and hands it over separately in PACKET_AUXDATA; a port puts it back where it was, so the
+pipeline sees the frame as it was on the wire -- as BMv2 does (its pcap reader does the
+same). Frames the kernel refuses to send (EMSGSIZE, a full buffer, a link that is down)
+are reported by send() so the switch counts them as drops, not as transmitted.
+"""
 import socket
 import struct
 import subprocess
@@ -7,7 +14,14 @@ ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
+PACKET_AUXDATA = 8            # ancillary data with the VLAN tag the kernel took off
 PACKET_IGNORE_OUTGOING = 23   # Linux >= 4.20: do not read back what we send
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+ETH_P_8021Q = 0x8100
+# struct tpacket_auxdata: status, len, snaplen, mac, net, vlan_tci, vlan_tpid
+_AUXDATA = struct.Struct("=IIIHHHH")
+AUX_SPACE = socket.CMSG_SPACE(_AUXDATA.size)
 SOCKET_BUFFER = 4 << 20
 MAX_FRAME = 65536
 
@@ -54,6 +68,7 @@ class RawPort:
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         except OSError:
             pass
+        sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
             try:
                 sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
@@ -62,21 +77,46 @@ class RawPort:
         sock.setblocking(False)
         self.sock = sock
         self.fd = sock.fileno()
-        self.recv = sock.recv
+        self._recvmsg = sock.recvmsg
         self._send = sock.send
         self.tx_errors = 0
+        self.last_tx_error = None
+
+    def recv(self, bufsize=MAX_FRAME):
+        """One received frame, with its 802.1Q tag back in place if the kernel took it off."""
+        frame, ancillary, _flags, _addr = self._recvmsg(bufsize, AUX_SPACE)
+        return with_vlan_tag(frame, ancillary)
 
     def send(self, frame):
         try:
             self._send(frame)
             return True
-        except (BlockingIOError, OSError):
-            # A full socket buffer or a downed link loses the frame, as a wire would.
+        except OSError as exc:
+            # A full socket buffer, a downed link or a frame over the MTU (EMSGSIZE) loses
+            # the frame, as a wire would; the caller counts it as a drop.
             self.tx_errors += 1
+            self.last_tx_error = exc.strerror or type(exc).__name__
             return False
 
     def close(self):
         self.sock.close()
+
+
+def with_vlan_tag(frame, ancillary):
+    """`frame` with the tag from PACKET_AUXDATA re-inserted after the MAC addresses."""
+    for level, kind, data in ancillary:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= _AUXDATA.size:
+            status, _len, _snap, _mac, _net, tci, tpid = _AUXDATA.unpack_from(data)
+            if status & TP_STATUS_VLAN_VALID and len(frame) >= 12:
+                if not (status & TP_STATUS_VLAN_TPID_VALID and tpid):
+                    tpid = ETH_P_8021Q
+                return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame
+
+
+def enable_vlan_auxdata(sock):
+    """Ask the kernel for PACKET_AUXDATA on an AF_PACKET socket (read it with with_vlan_tag)."""
+    sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
 
 
 def disable_offloads(iface):
