@@ -27,8 +27,9 @@ bench: setup
 	$(VENV)/bin/rocelab bench all
 
 lint:
-	bash -n testbed/install/setup.sh testbed/install/provision-vagrant.sh .ci/run
-	shellcheck testbed/install/setup.sh testbed/install/provision-vagrant.sh .ci/run
+	for f in testbed/install/setup.sh testbed/install/provision-vagrant.sh testbed/install/build-bmv2.sh .ci/run; do \
+		bash -n "$$f" || exit 1; done
+	shellcheck testbed/install/setup.sh testbed/install/provision-vagrant.sh testbed/install/build-bmv2.sh .ci/run
 
 clean:
 	@if [ -x $(VENV)/bin/rocelab ]; then $(VENV)/bin/rocelab clean; fi

@@ -86,7 +86,8 @@ def test_clean_leaves_live_runs_and_reused_pids_alone(tmp_path):
     ledger.close()
 
 
-SCRIPTS = ["testbed/install/setup.sh", "testbed/install/provision-vagrant.sh", ".ci/run"]
+SCRIPTS = ["testbed/install/setup.sh", "testbed/install/provision-vagrant.sh", "testbed/install/build-bmv2.sh",
+           ".ci/run"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -100,6 +101,15 @@ def test_install_scripts_pass_shellcheck():
     from testbed import REPO_ROOT
     res = subprocess.run(["shellcheck", *SCRIPTS], cwd=REPO_ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout
+
+
+def test_the_bmv2_build_refuses_to_build_inside_the_repository():
+    from testbed import REPO_ROOT
+    res = subprocess.run(["bash", str(REPO_ROOT / "testbed/install/build-bmv2.sh")], capture_output=True, text=True,
+                         env={**os.environ, "SRC_DIR": str(REPO_ROOT / "p4lang-src")}, timeout=30)
+    assert res.returncode == 1
+    assert "is inside the repository" in res.stderr
+    assert not (REPO_ROOT / "p4lang-src").exists()
 
 
 def test_setup_refuses_non_root():
