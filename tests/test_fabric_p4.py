@@ -5,6 +5,11 @@ The switch is leaf1 of a 4-spine/2-leaf/2-hosts-per-leaf Clos: hosts on ports 1-
 uplink per spine on ports 3-6, so remote subnets go through a 4-member ECMP group.
 Packets are pushed through the engine's Pipeline (CONTRACT.md): `process` for a
 zero-delay traffic manager, `ingress` + `egress` where a test sets queue depths.
+
+Every test also runs on real BMv2 (the `bmv2` marker: simple_switch_grpc on veths, programmed
+with p4c-bm2-ss's output by the same controller) where its binaries are on PATH and the tests
+run as root; it skips with the reason otherwise. Tests that set queue depths, clocks or
+registers, or read the engine's tables, need the engine and say so (`needs_engine`).
 """
 import json
 import os
@@ -44,45 +49,66 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def fab(tmp_path_factory):
+@pytest.fixture(scope="module", params=["engine", pytest.param("bmv2", marks=pytest.mark.bmv2)])
+def fab(request, tmp_path_factory):
     from testbed.control import FabricController
-    from testbed.p4rt.server import P4RuntimeServer
-    from testbed.switch.datapath import Switch
 
+    if request.param == "bmv2":
+        from fabric_bmv2 import bmv2_missing
+        if bmv2_missing():
+            pytest.skip(bmv2_missing())
     spec = ClosSpec(spines=4, leaves=2, hosts_per_leaf=2)
     leaf_device = 5                        # spines are devices 1-4, then leaf1
     spec.grpc_base_port = _free_port() - leaf_device
     clos = build(spec)
     leaf = clos.switches["leaf1"]
     assert leaf.device_id == leaf_device
-    switch = Switch({}, cpu_port=CPU_PORT)
-    server = P4RuntimeServer(switch, device_id=leaf.device_id, address=leaf.grpc_addr).start()
-    ctl = FabricController(clos, switches=["leaf1"])
-    path = tmp_path_factory.mktemp("fabric") / "fabric.json"
+    workdir = tmp_path_factory.mktemp("fabric")
+    path = workdir / "fabric.json"
     clos.save(path)
+    switch = server = bmv2 = None
+    if request.param == "engine":
+        from testbed.p4rt.server import P4RuntimeServer
+        from testbed.switch.datapath import Switch
+        switch = Switch({}, cpu_port=CPU_PORT)
+        server = P4RuntimeServer(switch, device_id=leaf.device_id, address=leaf.grpc_addr).start()
+    else:
+        from fabric_bmv2 import Bmv2Leaf
+        bmv2 = Bmv2Leaf(leaf, CPU_PORT, workdir)
+    ctl = FabricController(clos, switches=["leaf1"], target=request.param)
     try:
         ctl.connect(timeout=10)
         ctl.push_pipeline()
         ctl.install_defaults()
-        yield SimpleNamespace(clos=clos, leaf=leaf, switch=switch, server=server, ctl=ctl,
-                              defaults=ctl.get_knobs("leaf1"), path=str(path))
+        yield SimpleNamespace(target=request.param, clos=clos, leaf=leaf, switch=switch, server=server, bmv2=bmv2,
+                              ctl=ctl, defaults=ctl.get_knobs("leaf1"), path=str(path))
     finally:
         ctl.close()
-        server.stop()
+        if server is not None:
+            server.stop()
+        if bmv2 is not None:
+            bmv2.close()
+
+
+def needs_engine(fab, why):
+    """Skip on BMv2 a test that drives or reads what only the engine exposes."""
+    if fab.target != "engine":
+        pytest.skip(f"engine only: {why}")
 
 
 @pytest.fixture(autouse=True)
 def fresh(fab):
-    """Every test starts from the default knobs, no overrides and empty PFC/flowlet state."""
+    """Every test starts from the default knobs, no overrides and empty PFC/flowlet state
+    (on BMv2 the registers are not reset: the tests that run there do not read them)."""
     fab.ctl.set_knobs(fab.defaults)
     fab.ctl.clear_te_overrides()
-    pipeline = fab.switch.pipeline
-    with fab.switch.lock:
-        for name in REGISTERS:
-            reg = pipeline.registers[name]
-            for i in range(reg.size):
-                reg.write(i, 0)
+    if fab.switch is not None:
+        pipeline = fab.switch.pipeline
+        with fab.switch.lock:
+            for name in REGISTERS:
+                reg = pipeline.registers[name]
+                for i in range(reg.size):
+                    reg.write(i, 0)
     yield
 
 
@@ -99,6 +125,8 @@ def roce(fab, src="10.1.1.1", dst="10.1.2.1", sport=49152, qpn=0x11, dscp=ROCE_D
 
 
 def process(fab, port, frame, now_us=0):
+    if fab.bmv2 is not None:
+        return fab.bmv2.process(port, frame)       # BMv2 keeps its own clock
     with fab.switch.lock:
         return fab.switch.pipeline.process(port, frame, now_us)
 
@@ -162,6 +190,7 @@ def test_host_route_rewrites_macs_decrements_ttl_and_fixes_the_checksum(fab):
 
 
 def test_longest_prefix_wins_and_misses_ttl_and_bad_checksums_drop_with_reasons(fab):
+    needs_engine(fab, "inserts a route straight into the engine's ipv4_lpm")
     from testbed.p4engine.tables import ActionCall, Lpm
     lpm = fab.switch.pipeline.tables["FabricIngress.ipv4_lpm"]
     wide = [Lpm(0x0A010000, 16)]                                 # 10.1.0.0/16 -> port 2
@@ -212,6 +241,7 @@ def test_ecmp_rewrites_macs_for_the_chosen_spine(fab):
 
 
 def test_a_flow_keeps_its_member_within_the_flowlet_gap_and_may_move_after_it(fab):
+    needs_engine(fab, "sets the packets' arrival clock")
     gap = 1000
     fab.ctl.set_hash_mode("flowlet")
     fab.ctl.set_flowlet_gap_us(gap)
@@ -227,6 +257,7 @@ def test_a_flow_keeps_its_member_within_the_flowlet_gap_and_may_move_after_it(fa
 
 
 def test_least_loaded_flowlets_prefer_the_member_that_carried_fewer_bytes(fab):
+    needs_engine(fab, "writes the member-load register and sets the clock")
     fab.ctl.set_hash_mode("flowlet")
     fab.ctl.set_flowlet_gap_us(10)
     fab.ctl.set_flowlet_choice("least_loaded")
@@ -244,6 +275,7 @@ def test_least_loaded_flowlets_prefer_the_member_that_carried_fewer_bytes(fab):
 # --- QoS, ECN, PFC --------------------------------------------------------------------------
 
 def test_dscp_selects_the_queue_and_the_map_is_a_runtime_knob(fab):
+    needs_engine(fab, "reads the queue a packet is given between ingress and egress")
     def queue(dscp):
         jobs = ingress(fab, 1, roce(fab, dscp=dscp, dst="10.1.1.2"))
         assert len(jobs) == 1
@@ -255,6 +287,7 @@ def test_dscp_selects_the_queue_and_the_map_is_a_runtime_knob(fab):
 
 
 def test_ecn_marking_probability_follows_kmin_kmax_pmax(fab):
+    needs_engine(fab, "sets the queue depth egress sees")
     fab.ctl.set_pfc(False)                      # deep queues here must not also pause anyone
     fab.ctl.set_ecn(10, 30, 0.5)
     frame = roce(fab, dst="10.1.1.2", ecn=2)
@@ -283,6 +316,7 @@ def test_ecn_marking_probability_follows_kmin_kmax_pmax(fab):
 
 
 def test_queue_above_xoff_sends_pfc_to_the_ingress_port_then_xon(fab):
+    needs_engine(fab, "sets queue depths and the clock")
     fab.ctl.set_pfc(xoff=24, xon=12, refresh_us=500)
     frame = roce(fab, dst="10.1.1.2", in_port=3, src="10.1.2.1")   # from spine1 to h2
     before = counters(fab)["ports"][3][3]["pfc_tx"]
@@ -330,6 +364,7 @@ def test_queue_above_xoff_sends_pfc_to_the_ingress_port_then_xon(fab):
 def test_a_pfc_frame_is_served_before_the_full_data_queues_of_the_port_it_leaves_by(fab):
     """The issue-6 starvation: h1 -> h2 congests port 2, so XOFF must leave by port 1, whose own
     lossless (priority 3) and best-effort (priority 0) queues towards h1 are full."""
+    needs_engine(fab, "fills the engine's egress queues")
     from testbed.switch.traffic_manager import EgressPort
     fab.ctl.set_pfc(xoff=24, xon=12)
     towards_h1 = EgressPort(1)
@@ -358,6 +393,7 @@ def test_a_pfc_frame_is_served_before_the_full_data_queues_of_the_port_it_leaves
 def test_every_upstream_a_queue_paused_gets_its_xon_as_the_queue_drains(fab):
     """A paused upstream sends nothing, so its XON cannot ride on a packet of its own: the
     queue's dequeues at or below XON release the paused ports one by one."""
+    needs_engine(fab, "sets dequeue depths")
     fab.ctl.set_pfc(xoff=4, xon=2, refresh_us=500)
     to_h2 = {port: roce(fab, dst="10.1.1.2", in_port=port, src=src)
              for port, src in ((1, "10.1.1.1"), (3, "10.1.2.1"))}
@@ -386,6 +422,7 @@ def test_only_upstreams_0_to_63_enter_the_waiting_bitmap_and_port_256_does_not_w
     """pfc_waiting is 64 bits wide and BMv2 shifts by at most 8 bits, so the program bounds the
     port explicitly: 63 takes the top bit, 64 and 256 (which (bit<8>) would fold onto bit 0)
     none, yet every one of them still gets its XOFF."""
+    needs_engine(fab, "writes and reads the PFC registers")
     fab.ctl.set_pfc(xoff=1, xon=0, refresh_us=500)
     registers = fab.switch.pipeline.registers
     waiting = registers["pfc_waiting"]
@@ -400,6 +437,7 @@ def test_only_upstreams_0_to_63_enter_the_waiting_bitmap_and_port_256_does_not_w
 
 
 def test_pfc_stays_quiet_on_lossy_priorities_and_when_off(fab):
+    needs_engine(fab, "sets the queue depth egress sees")
     lossy = roce(fab, dst="10.1.1.2", dscp=0)
     assert all(len(ingress(fab, 1, lossy)) == 1 for _ in range(40))
     fab.ctl.set_pfc(False)
@@ -410,6 +448,7 @@ def test_pfc_stays_quiet_on_lossy_priorities_and_when_off(fab):
 
 
 def test_received_pfc_is_counted_and_punted_to_the_controller(fab):
+    needs_engine(fab, "reads the packet-in frame the CPU port gets")
     pause = bytes(Ether(src="02:10:00:01:00:01", dst="01:80:c2:00:00:01", type=0x8808)
                   / MACControlClassBasedFlowControl(c3_enabled=1, c3_pause_time=100, c6_enabled=1, c6_pause_time=5))
     before = counters(fab)
@@ -430,6 +469,7 @@ def test_received_pfc_is_counted_and_punted_to_the_controller(fab):
 
 
 def test_packet_out_leaves_by_the_port_the_controller_names(fab):
+    needs_engine(fab, "injects a packet-out frame on the CPU port")
     frame = roce(fab)
     header = ((5 << 7) | 0).to_bytes(2, "big")                   # packet_out: port 9, pad 7
     assert process(fab, CPU_PORT, header + frame) == [(5, frame)]
@@ -507,6 +547,7 @@ def test_counters_count_rx_tx_drops_members_and_demands(fab):
 # --- controller behaviour against a switch ---------------------------------------------------
 
 def test_setting_a_knob_twice_writes_nothing_the_second_time(fab):
+    needs_engine(fab, "reads the entry from the engine's table")
     writes = []
     conn = fab.ctl.connections["leaf1"]
     original = conn.write_entries
@@ -546,6 +587,7 @@ def test_bad_knobs_are_refused_before_anything_is_written(fab):
 
 
 def test_cli_tunes_the_running_switch_and_reads_its_counters(fab):
+    needs_engine(fab, "reads the default action from the engine's table")
     rocelab = [sys.executable, "-m", "testbed.cli"]
     env = dict(os.environ, ROCELAB_FABRIC=fab.path)
 

@@ -90,6 +90,7 @@ def test_engine_target_starts_serves_agent_and_stops():
     assert target.process.returncode == 0
 
 
+@pytest.mark.bmv2
 @root_only
 @pytest.mark.skipif(binaries_missing() is not None, reason=binaries_missing() or "")
 def test_bmv2_forwards_per_p4runtime_entries(tmp_path):
