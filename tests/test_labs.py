@@ -33,7 +33,7 @@ def test_list_names_every_lab():
 @pytest.mark.parametrize("args, message", [
     (["nosuch"], "invalid choice: 'nosuch'"),
     (["ecmp", "--name-prefix", "much-too-long"], "--name-prefix 'much-too-long' must be 1-7 letters or digits"),
-    (["incast", "--grpc-base-port", "70000"], "--grpc-base-port 70000 out of range"),
+    (["incast", "--grpc-base-port", "70000"], "argument --grpc-base-port: '70000' must be between 1 and 65535"),
     (["te", "--target", "kernel"], "invalid choice: 'kernel'"),
 ])
 def test_bad_requests_are_one_line_errors(args, message):

@@ -102,20 +102,86 @@ def test_bad_requests_are_rejected_before_anything_exists(tmp_path, args, messag
     assert _our_interfaces(PREFIX) == []
 
 
-def test_ctrl_c_during_traffic_leaves_nothing(tmp_path):
-    mark = f"{PREFIX}-ctrlc"
-    proc = _rocelab_run(tmp_path, "--target", "kernel", "--size", "4M", mark=mark)
-    deadline = time.monotonic() + 60
-    while not list((tmp_path / "out" / "ranks").glob("rank*.log")) and time.monotonic() < deadline:
+def _ledger_pids(tmp_path, role):
+    """{node: pid} of the processes with `role` in the run's ledger (switch, rank)."""
+    found = {}
+    for path in (tmp_path / "state").glob("*.json"):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            continue  # being rewritten
+        for entry in data["entries"].get("pid", []):
+            if entry.get("role") == role:
+                found[entry.get("node")] = entry["name"]
+    return found
+
+
+def _wait_for_traffic(tmp_path, proc, ranks=4):
+    """Until every rank passed its start barrier (its log says so): data is moving."""
+    def started():
+        logs = list((tmp_path / "out" / "ranks").glob("rank*.log"))
+        return len(logs) == ranks and all("barrier" in p.read_text(errors="replace") for p in logs)
+    deadline = time.monotonic() + 120
+    while not started() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
-    time.sleep(0.5)                                  # ranks are up and moving data
+    time.sleep(0.3)
     assert proc.poll() is None, proc.stdout.read()
-    proc.send_signal(signal.SIGINT)
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_during_traffic_writes_an_interrupted_summary_and_leaves_nothing(tmp_path, signum, status):
+    mark = f"{PREFIX}-sig{signum}"
+    proc = _rocelab_run(tmp_path, "--target", "kernel", "--size", "4M", "--no-pcap", mark=mark)
+    _wait_for_traffic(tmp_path, proc)
+    proc.send_signal(signum)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out
+    assert proc.returncode == status, out
     assert "Traceback" not in out
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["status"] == "interrupted" and s["interrupted_by"] == signal.Signals(signum).name
+    assert s["collective"]["status"] == "failed" and s["faults"] == []
+    assert len(s["hosts"]) == 4  # every rank was stopped and reported
     time.sleep(0.1)
     assert _marked_processes(f"ROCELAB_TEST_MARK={mark}".encode()) == []
+    _nothing_left(tmp_path)
+
+
+def test_a_rank_killed_mid_run_fails_the_run_naming_it(tmp_path):
+    proc = _rocelab_run(tmp_path, "--target", "kernel", "--size", "8M", "--no-pcap")
+    _wait_for_traffic(tmp_path, proc)
+    ranks = _ledger_pids(tmp_path, "rank")
+    assert len(ranks) == 4
+    killed_at = time.monotonic()
+    os.kill(ranks["h2"], signal.SIGKILL)
+    out, _ = proc.communicate(timeout=120)
+    print(f"rank killed -> run ended in {time.monotonic() - killed_at:.1f} s")
+    assert proc.returncode == 1, out
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["status"] == "failed"
+    assert [f for f in s["faults"] if "(h2) process died without writing its report" in f], s["faults"]
+    # the others were stopped by the watchdog, not left to run into their own timeouts
+    others = [h for h in s["hosts"] if h["name"] != "h2"]
+    assert all(h["status"] in ("interrupted", "ok") for h in others), others
+    assert "h2" in out and "Traceback" not in out
+    _nothing_left(tmp_path)
+
+
+@pytest.mark.skipif(bool(_engine_available()), reason=f"engine missing: {_engine_available()}")
+def test_a_switch_killed_mid_run_fails_the_run_naming_it(tmp_path):
+    proc = _rocelab_run(tmp_path, "--target", "engine", "--size", "8M", "--no-pcap")
+    _wait_for_traffic(tmp_path, proc)
+    switches = _ledger_pids(tmp_path, "switch")
+    assert "spine1" in switches
+    killed_at = time.monotonic()
+    os.kill(switches["spine1"], signal.SIGKILL)
+    out, _ = proc.communicate(timeout=120)
+    print(f"switch killed -> run ended in {time.monotonic() - killed_at:.1f} s")
+    assert proc.returncode == 1, out
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["status"] == "failed"
+    assert s["faults"] == [f"switch spine1 (pid {switches['spine1']}) was killed by SIGKILL"]
+    assert s["errors"][0] == s["faults"][0] and "spine1" in out
+    assert all(h["status"] != "timeout" for h in s["hosts"]), s["hosts"]  # not left to time out
     _nothing_left(tmp_path)
 
 

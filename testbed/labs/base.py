@@ -141,18 +141,25 @@ def run_lab(lab, out, quick=False, target="engine", name_prefix=None, grpc_base_
     clos = build_clos(lab, quick, grpc_base_port, shape)
     phases = lab.phases(clos, quick)
     rows, errors, scale = [], [], clos.scale
+    errors_fatal = []
     out.mkdir(parents=True, exist_ok=True)
     log(f"*** lab {lab.name}: {lab.title}; {len(phases)} phase(s), output in {out}")
     t0 = time.monotonic()
     with Experiment(clos, target=target, out=out, pcap=pcap, log=log, name_prefix=name_prefix,
                     state_dir=state_dir, port_defaults=dict(lab.port_defaults)) as exp:
         for phase in phases:
+            if errors_fatal:
+                break  # a switch or rank process died: later phases would run on a broken fabric
             facts = phase.before(exp) if phase.before else {}
             for attempt in range(1, RETRIES + 2):
                 where = phase.name if attempt == 1 else f"{phase.name}-attempt{attempt}"  # no stale rank reports
                 summary = exp.run_phase(phase.name, phase.job, phase.settings, out / where)
                 errors += [f"{phase.name} (attempt {attempt}): {e}" for e in summary["errors"]]
                 if summary["collective"]["status"] == "ok":
+                    break
+                if summary.get("faults"):
+                    errors_fatal.extend(summary["faults"])
+                    log(f"*** {phase.name}: {'; '.join(summary['faults'])}: the lab stops here")
                     break
                 log(f"*** {phase.name}: the collective failed (attempt {attempt}); see {out / where}/ranks/")
             scale = summary["scale"]

@@ -123,4 +123,4 @@ def _run_booted(prog, args, clos, settings, job):
         print(f"{prog}: {error}", file=sys.stderr)
     print(f"*** report in {out}: summary.json, {', '.join(result['plots']) or 'no plots'}"
           + (f", pcap/ ({len(result.get('pcaps', []))} files)" if result.get("pcaps") else ""))
-    return 0 if result["collective"]["status"] == "ok" else 1
+    return 0 if result["status"] == "ok" else 1

@@ -164,9 +164,10 @@ class Experiment:
         started = time.time()
         t0 = time.monotonic()
         try:
-            reports = run_ranks(self.fabric, job, out / "ranks")
+            outcome = run_ranks(self.fabric, job, out / "ranks")
         finally:
             samples = sampler.stop()
+        reports = outcome.reports
         duration = time.monotonic() - t0
         after = telemetry.snapshot(self.fabric)
         rows = telemetry.queue_rows(self.clos.switches, before, after, sampler.max_depths())
@@ -175,12 +176,18 @@ class Experiment:
                              "effective": self._effective_knobs()},
                   "job": _job_config(job)}
         result = summary.build(name, self.target, config, self.clos, parse_job(job), reports, before, after, rows,
-                               duration, started)
-        result["plots"] = plots.all_plots(result, samples, out)
+                               duration, started, faults=outcome.faults, interrupted=outcome.interrupted_by)
+        # an interrupted run is written at once: plots are for runs that ended by themselves
+        result["plots"] = [] if outcome.interrupted else plots.all_plots(result, samples, out)
         with open(out / "queue_samples.json", "w") as f:
             json.dump(samples, f)
         self._write(out, result)
         self.summaries.append((out, result))
+        if outcome.interrupted is not None:
+            self.log(f"*** {name}: interrupted ({outcome.interrupted_by}); summary in {out / 'summary.json'}")
+            raise outcome.interrupted
+        for fault in outcome.faults:
+            self.log(f"*** {name}: failed: {fault}")
         c = result["collective"]
         busbw = f"{c['busbw_gbps'] * 1000:.3f} Mb/s" if c["busbw_gbps"] else "-"
         self.log(f"*** {name}: {c['status']}; time {c['time_us']} us, busbw {busbw}; summary in {out / 'summary.json'}")
@@ -218,11 +225,32 @@ class Experiment:
                 self._write(out, result)
 
 
+class RankOutcome:
+    """What run_ranks saw: the ranks' reports (rank order), the watchdog's faults (a dead
+    switch or rank, which ended the phase early) and the Ctrl-C/SIGTERM that ended it, if any."""
+
+    def __init__(self, reports, faults=(), interrupted=None):
+        self.reports = reports
+        self.faults = list(faults)
+        self.interrupted = interrupted
+
+    @property
+    def interrupted_by(self):
+        exc = self.interrupted
+        if exc is None:
+            return None
+        return "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc).removeprefix("received ")
+
+
 def run_ranks(fabric, job, out_dir):
-    """Every rank as `rocelab traffic run` in its host; returns their reports (rank order).
+    """Every rank as `rocelab traffic run` in its host; returns a :class:`RankOutcome`.
 
     A rank that does not finish within the job's timeout (plus a margin) is stopped and
-    reported as such; a rank that wrote no report is reported with the end of its log."""
+    reported as such; a rank that wrote no report is reported with the end of its log.
+    The watchdog ends the phase as soon as a switch or rank process dies; Ctrl-C or
+    SIGTERM end it too, after the ranks were stopped and their reports read."""
+    from testbed.net.lifecycle import Terminated
+    from testbed.net.watchdog import Watchdog
     out_dir = Path(out_dir)
     job_path = out_dir / "job.json"
     with open(job_path, "w") as f:
@@ -232,15 +260,45 @@ def run_ranks(fabric, job, out_dir):
         cmd = [sys.executable, "-m", "testbed.cli", "traffic", "run", "--job", str(job_path), "--rank", str(rank),
                "--out", str(out_dir / f"rank{rank}.json")]
         ranks.append((rank, r, _start_in_host(fabric, fabric.host(r["host"]), cmd, out_dir / f"rank{rank}.log")))
+    watchdog = Watchdog(fabric, [(rank, r["host"], (lambda p=proc: _running(p)), out_dir / f"rank{rank}.json")
+                                 for rank, r, proc in ranks])
     deadline = time.monotonic() + job["timeout_s"] + 15
-    while any(_running(p) for _, _, p in ranks) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    interrupted = None
+    try:
+        while any(_running(p) for _, _, p in ranks) and time.monotonic() < deadline:
+            if watchdog.check():
+                break
+            time.sleep(0.05)
+        watchdog.check(force=True)  # a switch that died as the ranks gave up is still named
+    except (KeyboardInterrupt, Terminated) as exc:
+        interrupted = exc
+    finally:
+        _stop_ranks([proc for _, _, proc in ranks])
     reports = []
     for rank, r, proc in ranks:
+        report = _read_report(out_dir, rank, r)
+        mine = [f for f in watchdog.faults if f.startswith(f"rank {rank} (")]
+        if mine:
+            report["status"], report["error"] = "error", f"{mine[0]}; {report.get('error')}"
+        reports.append(report)
+    return RankOutcome(reports, watchdog.faults, interrupted)
+
+
+def _stop_ranks(procs, timeout=1.0):
+    """SIGTERM every rank still running (they write their reports), SIGKILL after `timeout`."""
+    import signal as signals
+    running = [p for p in procs if _running(p)]
+    for pid, _start in running:
+        try:
+            os.kill(pid, signals.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while any(_running(p) for p in running) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for proc in running:
         if _running(proc):
-            stop_process(proc[0], timeout=1.0)
-        reports.append(_read_report(out_dir, rank, r))
-    return reports
+            stop_process(proc[0], timeout=0.1)
 
 
 def _start_in_host(fabric, node, cmd, log_path):

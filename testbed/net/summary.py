@@ -49,7 +49,12 @@
       "p4": {"drops": {switch: {reason: packets}}, "ecmp_members": {switch: [...]}},
       "pcap_dir": "pcap", "pcaps": ["leaf1-eth1_in.pcap", ...],   # relative to summary.json
       "plots": ["link_load.png", "queue_depth.png", "pfc_ecn.png"],  # those with something to draw
-      "errors": ["rank 2 (h3): timeout: ..."]                       # ranks that did not finish
+      "errors": ["rank 2 (h3): timeout: ..."],                      # ranks that did not finish
+      "status": "ok" | "failed" | "interrupted",  # failed: the collective failed or a process died;
+                                             # interrupted: Ctrl-C (SIGINT) or SIGTERM during traffic
+      "faults": ["switch leaf1 (pid 123) was killed by SIGKILL", ...],
+                                             # processes the run watchdog found dead (they end the run)
+      "interrupted_by": "SIGINT" | "SIGTERM" | null
     }
 
 Counters are deltas over the traffic phase (a snapshot before, one after). Beside the
@@ -122,7 +127,8 @@ def p4_section(before, after):
     return {"drops": drops, "ecmp_members": members}
 
 
-def build(name, target, config, clos, job, reports, before, after, queue_rows, duration_s, started):
+def build(name, target, config, clos, job, reports, before, after, queue_rows, duration_s, started, faults=(),
+          interrupted=None):
     from testbed.net.telemetry import link_loads
     coll = collective(job, reports)
     # Rank start-up is not traffic: load is measured against the collective's own time.
@@ -138,6 +144,11 @@ def build(name, target, config, clos, job, reports, before, after, queue_rows, d
         "collective": coll,
         "p4": p4_section(before, after),
         "pcap_dir": None, "plots": [],
-        "errors": [f"rank {r.get('rank')} ({r.get('host')}): {r.get('status')}: {r.get('error')}"
-                   for r in reports if r.get("status") != "ok"],
+        "errors": list(faults) + ([f"interrupted by {interrupted}"] if interrupted else [])
+                  + [f"rank {r.get('rank')} ({r.get('host')}): {r.get('status')}: {r.get('error')}"
+                     for r in reports if r.get("status") != "ok"],
+        "status": ("interrupted" if interrupted else
+                   "failed" if faults or coll["status"] != "ok" else "ok"),
+        "faults": list(faults),
+        "interrupted_by": interrupted,
     }
