@@ -242,6 +242,7 @@ struct fabric_metadata_t {
     bit<9>  pfc_port;           /* the port the PFC frame leaves by (the paused upstream) */
     bit<1>  pfc_frame_out;      /* this packet is a PFC frame on its way out (pass 3) */
 
+    bit<32> l3_offset;          /* bytes in front of the IPv4 header (packet_out, Ethernet, VLAN) */
     bit<3>  prio;
     bit<32> port_prio;          /* (ingress_port << 3) | prio */
     bit<8>  drop_reason;
@@ -273,7 +274,9 @@ struct fabric_metadata_t {
 }
 
 error {
-    IPv4OptionsNotSupported
+    IPv4OptionsNotSupported,
+    IPv4IncorrectVersion,
+    IPv4BadTotalLength
 }
 
 /* ------------------------------------------- state shared by ingress and egress */
@@ -307,11 +310,13 @@ parser FabricParser(packet_in packet,
 
     state parse_packet_out {
         packet.extract(hdr.packet_out);
+        meta.l3_offset = 2;
         transition parse_ethernet;
     }
 
     state parse_ethernet {
         packet.extract(hdr.ethernet);
+        meta.l3_offset = meta.l3_offset + 14;
         transition select(hdr.ethernet.etherType) {
             ETHERTYPE_VLAN: parse_vlan;
             ETHERTYPE_IPV4: parse_ipv4;
@@ -322,6 +327,7 @@ parser FabricParser(packet_in packet,
 
     state parse_vlan {
         packet.extract(hdr.vlan);
+        meta.l3_offset = meta.l3_offset + 4;
         transition select(hdr.vlan.etherType) {
             ETHERTYPE_IPV4: parse_ipv4;
             default: accept;
@@ -343,7 +349,13 @@ parser FabricParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
+        /* Neither BMv2 nor the engine looks inside a header: a wrong version or a total
+           length the frame cannot hold would be routed as if valid, so the program checks. */
+        verify(hdr.ipv4.version == 4, error.IPv4IncorrectVersion);
         verify(hdr.ipv4.ihl == 5, error.IPv4OptionsNotSupported);
+        verify(hdr.ipv4.totalLen >= 20
+               && meta.l3_offset + (bit<32>) hdr.ipv4.totalLen <= standard_metadata.packet_length,
+               error.IPv4BadTotalLength);
         transition select(hdr.ipv4.protocol) {
             IP_PROTO_UDP: parse_udp;
             IP_PROTO_TCP: parse_tcp;

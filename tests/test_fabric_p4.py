@@ -217,6 +217,39 @@ def test_longest_prefix_wins_and_misses_ttl_and_bad_checksums_drop_with_reasons(
     assert delta == {"no_route": 1, "ttl_expired": 2, "bad_checksum": 1}
 
 
+def _with_ipv4(frame, offset=14, **fields):
+    """`frame` with IPv4 header fields changed and the header checksum made right again, so
+    only the changed field is wrong."""
+    data = bytearray(frame)
+    if "version" in fields:
+        data[offset] = (fields["version"] << 4) | (data[offset] & 0x0F)
+    if "total_len" in fields:
+        data[offset + 2:offset + 4] = fields["total_len"].to_bytes(2, "big")
+    data[offset + 10:offset + 12] = b"\0\0"
+    words = sum(int.from_bytes(data[offset + i:offset + i + 2], "big") for i in range(0, 20, 2))
+    while words >> 16:
+        words = (words & 0xFFFF) + (words >> 16)
+    data[offset + 10:offset + 12] = (~words & 0xFFFF).to_bytes(2, "big")
+    return bytes(data)
+
+
+def test_ipv4_with_a_wrong_version_or_a_lying_total_length_is_dropped_as_a_parser_error(fab):
+    good = roce(fab, dst="10.1.1.2")
+    ip_len = len(good) - 14
+    assert out_port(fab, _with_ipv4(good, total_len=ip_len)) == 2
+    assert out_port(fab, _with_ipv4(good, total_len=ip_len) + bytes(20)) == 2   # Ethernet padding is fine
+    tagged = good[:12] + bytes.fromhex("8100a00a") + good[12:]                  # the tag moves the header
+    assert out_port(fab, tagged) == 2
+    before = counters(fab)["drops"]
+    for bad in (_with_ipv4(good, version=6), _with_ipv4(good, version=0), _with_ipv4(good, version=15),
+                _with_ipv4(good, total_len=ip_len + 1), _with_ipv4(good, total_len=0xFFFF),
+                _with_ipv4(good, total_len=19), _with_ipv4(good, total_len=0),
+                _with_ipv4(tagged, offset=18, total_len=ip_len + 1)):
+        assert process(fab, 1, bad) == [], bad.hex()
+    after = counters(fab)["drops"]
+    assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {"parser_error": 8}
+
+
 # --- ECMP -----------------------------------------------------------------------------------
 
 def test_64_qps_of_one_5tuple_share_one_member_in_5tuple_mode_and_spread_in_qpn_mode(fab):
