@@ -10,6 +10,7 @@ from collections import OrderedDict
 from . import p4types as T
 from .codegen import Emitter, Namer, slot_add
 from .errors import Loc, P4Error
+from .resource_limits import MAX_BIT_WIDTH, MAX_CONST_SHIFT, MAX_EXTERN_SIZE, MAX_STACK_SIZE
 from .syntax import Node
 
 # Hidden per-packet slots at the start of S (see pipeline.py)
@@ -317,8 +318,8 @@ class Compiler:
             return T.BOOL
         if k in ("t_bit", "t_int"):
             w = self.const_int(node.width, "width")
-            if w <= 0:
-                self.err(f"bit width must be positive, got {w}", node.loc)
+            if not 0 < w <= MAX_BIT_WIDTH:
+                self.err(f"bit width must be from 1 to {MAX_BIT_WIDTH}, got {w}", node.loc)
             return T.BitT(w, k == "t_int")
         if k == "t_infint":
             return T.INTLIT
@@ -330,7 +331,7 @@ class Compiler:
             return T.STRING
         if k == "t_varbit":
             w = self.const_int(node.width, "varbit width")
-            if w <= 0 or w % 8:
+            if w <= 0 or w % 8 or w > MAX_BIT_WIDTH:
                 self.err(f"varbit<{w}>: this engine (as BMv2) needs a positive multiple of 8 bits", node.loc)
             return T.VarbitT(w)
         if k == "t_tuple":
@@ -352,6 +353,8 @@ class Compiler:
         if k == "t_stack":
             elem = self.resolve_type(node.elem, tvars)
             size = self.const_int(node.size, "header stack size")
+            if not 0 < size <= MAX_STACK_SIZE:
+                self.err(f"header stack size must be from 1 to {MAX_STACK_SIZE}, got {size}", node.loc)
             if not isinstance(elem, (T.HeaderT, T.UnionT)):
                 self.err(f"header stacks must hold headers or header unions, not {elem}", node.loc)
             return T.StackT(elem, size)
@@ -699,7 +702,10 @@ class Compiler:
         def const_arg(i, what):
             if i >= len(args) or not args[i].is_const:
                 self.err(f"{tname} {name}: {what} must be a compile-time constant", loc)
-            return args[i].const
+            value = args[i].const
+            if what == "size" and not (isinstance(value, int) and 0 <= value <= MAX_EXTERN_SIZE):
+                self.err(f"{tname} {name}: size must be from 0 to {MAX_EXTERN_SIZE}, got {value}", loc)
+            return value
 
         if tname == "register":
             if not targs or not isinstance(targs[0], T.BitT):
@@ -895,6 +901,9 @@ class Compiler:
                     info._default_loc = p.value.loc
                 elif p.name == "size":
                     info.size = self.const_int(p.value, "table size")
+                    if not 0 <= info.size <= MAX_EXTERN_SIZE:   # (also P4Info's int64)
+                        self.err(f"table {d.name}: size must be from 0 to {MAX_EXTERN_SIZE}, got {info.size}",
+                                 p.value.loc)
                 elif p.name == "implementation":
                     info.implementation = self.table_extern(p.value, ctx, prefix, name, ("action_profile", "action_selector"),
                                                           p.annos)
@@ -1907,6 +1916,12 @@ class Compiler:
             if self.limits is not None and not (a.is_const and b.is_const):
                 self.limits.shift(n, b)
             if a.is_const and b.is_const:
+                if b.const < 0:
+                    self.err(f"negative shift amount {b.const}", n.right.loc)
+                if op == "<<" and b.const > MAX_CONST_SHIFT:    # never build the huge number
+                    if not isinstance(t, T.BitT):
+                        self.err(f"shift amount {b.const} is too large for an unsized constant", n.right.loc)
+                    return lit(0, t)
                 r = a.const << b.const if op == "<<" else a.const >> b.const
                 return lit(wrap(r, t) if isinstance(t, T.BitT) else r, t)
             if isinstance(t, T.IntLitT):

@@ -11,6 +11,7 @@ from lark.lexer import BasicLexer, Lexer, LexerState
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from .errors import Loc, P4Error
+from .resource_limits import MAX_BIT_WIDTH, MAX_LITERAL_DIGITS
 from .grammar import GRAMMAR
 from .preprocess import Preprocessor
 
@@ -245,12 +246,15 @@ def _tok(x):
     return isinstance(x, Token)
 
 
-def parse_int_literal(text):
-    """'8w0x1F' -> (31, 8, False); '5' -> (5, None, False); '4s-1' handled by unary minus."""
+def parse_int_literal(text, loc=None):
+    """'8w0x1F' -> (31, 8, False); '5' -> (5, None, False); '4s-1' handled by unary minus.
+    A width or a decimal beyond the engine's bounds is a P4Error at `loc`."""
     width = None
     signed = False
     m = re.match(r"(\d+)([ws])(.*)$", text)
     if m:
+        if len(m.group(1)) > 6 or int(m.group(1)) > MAX_BIT_WIDTH:
+            raise P4Error(f"integer literal width {_short(m.group(1))} is above {MAX_BIT_WIDTH}", loc)
         width = int(m.group(1))
         signed = m.group(2) == "s"
         text = m.group(3)
@@ -265,8 +269,14 @@ def parse_int_literal(text):
     elif low.startswith("0d"):
         v = int(t[2:], 10)
     else:
+        if len(t) > MAX_LITERAL_DIGITS:
+            raise P4Error(f"integer literal {_short(t)} has more than {MAX_LITERAL_DIGITS} digits", loc)
         v = int(t, 10)
     return v, width, signed
+
+
+def _short(text):
+    return text if len(text) <= 20 else f"{text[:20]}... ({len(text)} characters)"
 
 
 class AstBuilder(Transformer):
@@ -363,7 +373,7 @@ class AstBuilder(Transformer):
     def width(self, meta, ch):
         c = ch[0]
         if _tok(c):
-            v, w, s = parse_int_literal(str(c))
+            v, w, s = parse_int_literal(str(c), self._tloc(c))
             return Node("int", self._tloc(c), value=v, width=w, signed=s)
         return c
 
@@ -688,7 +698,7 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def sw_int(self, meta, ch):
-        v, w, s = parse_int_literal(str(ch[0]))
+        v, w, s = parse_int_literal(str(ch[0]), self._loc(meta))
         return Node("int", self._loc(meta), value=v, width=w, signed=s)
 
     @v_args(meta=True)
@@ -808,7 +818,7 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def int_lit(self, meta, ch):
-        v, w, s = parse_int_literal(str(ch[0]))
+        v, w, s = parse_int_literal(str(ch[0]), self._loc(meta))
         if w is not None and w <= 0:
             raise P4Error(f"integer literal '{ch[0]}' has a non-positive width", self._loc(meta))
         low = re.sub(r"^\d+[ws]", "", str(ch[0]).lower())

@@ -1,0 +1,49 @@
+"""The engine's resource bounds (testbed/p4engine/resource_limits.py): a program asking for an
+absurd width, stack, extern or table size, shift or literal gets a located error instead of
+exhausting memory or time."""
+import os
+import re
+
+import pytest
+
+from testbed.p4engine import P4Error, compile_source
+
+BASE = open(os.path.join(os.path.dirname(__file__), "p4", "rt_externs.p4")).read()
+DECL = "struct headers_t {"
+
+
+def with_decl(text):
+    return BASE.replace(DECL, text + "\n" + DECL, 1)
+
+
+@pytest.mark.parametrize("source, message", [
+    (with_decl("header big_t { bit<4294967296> x; }"), "bit width must be from 1 to 65536"),
+    (with_decl("typedef bit<(1 << 40)> big_t;"), "bit width must be from 1 to 65536"),
+    (with_decl("typedef varbit<1048576> v_t;"), "varbit<1048576>"),
+    (BASE.replace(DECL, "header h9 { bit<8> x; }\n" + DECL + " h9[1000000000] hs;", 1),
+     "header stack size must be from 1 to 4096"),
+    (BASE.replace("register<bit<32>>(8)", "register<bit<32>>(1000000000000)"), "size must be from 0 to 4194304"),
+    (BASE.replace("counter(8,", "counter(1000000000000,"), "size must be from 0 to 4194304"),
+    (BASE.replace("meter(4,", "meter(1000000000000,"), "size must be from 0 to 4194304"),
+    (with_decl("const int XX = 1 << 100000000000;"), "shift amount 100000000000 is too large"),
+    (with_decl("const int XX = 1 << -1;"), "negative shift amount"),
+    (with_decl("const bit<8> XX = " + "9" * 5000 + ";"), "has more than 4000 digits"),
+    (with_decl("const bit<8> XX = 99999999999w1;"), "width 99999999999 is above 65536"),
+])
+def test_absurd_requests_are_located_errors(source, message):
+    with pytest.raises(P4Error) as info:
+        compile_source(source, "big.p4")
+    text = str(info.value)
+    assert re.match(r"big\.p4:[1-9]\d*:\d+: error: ", text), text
+    assert message in text
+
+
+def test_a_huge_constant_shift_of_a_sized_value_compiles():
+    program = compile_source(with_decl("const bit<8> XX = 8w1 << 100000000000;"), "ok.p4")
+    assert "MyIngress.pkt_count" in program.compiled.externs      # compiled, nothing built huge
+
+
+def test_table_size_beyond_the_bound_is_located():
+    base = open(os.path.join(os.path.dirname(__file__), "p4", "rt_tables_exact.p4")).read()
+    with pytest.raises(P4Error, match=r"big\.p4:\d+:\d+: error: table dmac: size must be from 0 to 4194304"):
+        compile_source(base.replace("size = 16;", "size = 1000000000000000000000000000;", 1), "big.p4")
