@@ -47,3 +47,10 @@ def test_table_size_beyond_the_bound_is_located():
     base = open(os.path.join(os.path.dirname(__file__), "p4", "rt_tables_exact.p4")).read()
     with pytest.raises(P4Error, match=r"big\.p4:\d+:\d+: error: table dmac: size must be from 0 to 4194304"):
         compile_source(base.replace("size = 16;", "size = 1000000000000000000000000000;", 1), "big.p4")
+
+
+def test_isolated_compile_is_stopped_at_its_time_limit(monkeypatch):
+    from testbed.p4engine import isolated
+    monkeypatch.setattr(isolated, "COMPILE_SECONDS", 0.05)
+    with pytest.raises(P4Error, match=r"big\.p4:0:0: error: compiling the program took longer than 0.05 s"):
+        isolated.compile_source_isolated(BASE, filename="big.p4")

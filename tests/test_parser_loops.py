@@ -89,3 +89,44 @@ def test_switch_keeps_serving_p4runtime_while_fed_looping_packets():
     finally:
         server.stop()
         switch.close()
+
+
+def test_switch_process_with_a_looping_parser_answers_and_stops_on_sigterm():
+    """The issue's repro: packets that loop in the parser must neither hang the switch's
+    P4Runtime nor make it ignore SIGTERM. Packets come in as PacketOuts on the CPU port."""
+    import queue
+    import signal
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "switch", PROGRAM, "--cpu-port", "64",
+                             "--grpc-server-addr", address, "--agent-addr", "none", "--device-id", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        assert "rocelab switch:" in proc.stdout.readline()
+        channel = grpc.insecure_channel(address)
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        requests = queue.Queue()
+        responses = stub.StreamChannel(iter(requests.get, None))
+        hello = p4runtime_pb2.StreamMessageRequest()
+        hello.arbitration.device_id = 1
+        hello.arbitration.election_id.low = 1
+        requests.put(hello)
+        next(responses)
+        for _ in range(30):
+            out = p4runtime_pb2.StreamMessageRequest()
+            out.packet.payload = _frame(0x9001, bytes(9000))
+            requests.put(out)
+        assert stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=30).p4runtime_api_version
+        assert list(stub.Read(p4runtime_pb2.ReadRequest(device_id=1, entities=[
+            p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry())]), timeout=30)) is not None
+        requests.put(None)
+        channel.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        assert "rocelab switch: stopped" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -12,6 +12,10 @@ the Program from it. A child, not a fork: the switch runs gRPC threads.
 
 Diagnostics are unchanged: a P4Error comes back as its diagnostics and source map and is
 rebuilt, so str(e) is the same file:line:col text as an in-process compile.
+
+The child is bounded (COMPILE_SECONDS, COMPILE_MEMORY): a program that would take the compiler
+longer or more memory than that (hostile, or a pathological case the engine's own bounds miss)
+ends as a P4Error naming the limit, never as a switch stuck on one SetForwardingPipelineConfig.
 """
 import os
 import pickle
@@ -21,6 +25,8 @@ import sys
 from .errors import P4Error
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COMPILE_SECONDS = 120          # fabric.p4 takes ~1 s on an idle core, a few on a loaded machine
+COMPILE_MEMORY = 2 << 30       # address space of the compiler process (it uses ~0.3 GB)
 
 
 def compile_source_isolated(text, filename="<string>", include_dirs=(), defines=None):
@@ -35,12 +41,21 @@ def compile_file_isolated(path, include_dirs=(), defines=None, target=None):
                        "target": target})
 
 
+def _limit_error(request, message):
+    name = request.get("path") or request.get("filename") or "<program>"
+    return P4Error(None, diagnostics=[(name, 0, 0, message)])
+
+
 def _run_child(request):
     from .pipeline import Program
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-m", __name__], input=pickle.dumps(request),
-                          capture_output=True, env=env, check=False)
+    try:
+        done = subprocess.run([sys.executable, "-m", __name__], input=pickle.dumps(request),
+                              capture_output=True, env=env, check=False, timeout=COMPILE_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise _limit_error(request, f"compiling the program took longer than {COMPILE_SECONDS} s "
+                                    "(the engine's limit); it was stopped") from None
     try:
         kind, *rest = pickle.loads(done.stdout)
     except Exception:
@@ -72,11 +87,17 @@ def _serve(request):
                                      request["defines"])
     except P4Error as e:
         return ("error", e.diagnostics, e.source_map)
+    except MemoryError:
+        name = request.get("path") or request.get("filename") or "<program>"
+        return ("error", [(name, 0, 0, f"compiling the program needs more than {COMPILE_MEMORY >> 30} GB "
+                                       "of memory (the engine's limit)")], None)
     _detach_syntax(program.compiled)
     return ("ok", program.compiled, program.source, program.filename)
 
 
 def main():
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (COMPILE_MEMORY, COMPILE_MEMORY))
     request = pickle.load(sys.stdin.buffer)
     sys.stdout.buffer.write(pickle.dumps(_serve(request), protocol=pickle.HIGHEST_PROTOCOL))
 
