@@ -212,3 +212,35 @@ def test_negative_index_is_invalid_past_the_end_out_of_range(server):
         _write(server["stub"], *updates)
     assert _codes(err.value) == [code_pb2.INVALID_ARGUMENT, code_pb2.OUT_OF_RANGE, code_pb2.OK]
     primary.close()
+
+
+def test_device_config_may_not_include_the_switchs_files(tmp_path):
+    """A device config is compiled sandboxed: #include of a local file is refused, so no line of
+    it can come back in the error message."""
+    secret = tmp_path / "secret.p4"
+    secret.write_text("TOP-SECRET-LINE\n")
+    ports = {n: SocketPort(n) for n in (1, 2)}
+    switch = Switch(ports)
+    addr = f"127.0.0.1:{free_port()}"
+    srv = P4RuntimeServer(switch, device_id=1, address=addr).start()
+    channel = grpc.insecure_channel(addr)
+    try:
+        primary = Stream(addr)
+        primary.arbitrate()
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        for include in (f'"{secret}"', '"../secret.p4"', f"<{secret}>"):
+            req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+                device_id=1, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+            req.election_id.high, req.election_id.low = ELECTION
+            req.config.p4info.CopyFrom(fake_p4info())
+            req.config.p4_device_config = f"#include <core.p4>\n#include {include}\n".encode()
+            with pytest.raises(grpc.RpcError) as err:
+                stub.SetForwardingPipelineConfig(req, timeout=120)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "may include only the bundled files" in err.value.details()
+            assert "TOP-SECRET" not in err.value.details()
+        primary.close()
+    finally:
+        channel.close()
+        srv.stop()
+        switch.close()

@@ -42,10 +42,12 @@ def compile_file(path, include_dirs=(), defines=None, target=None):
     return _compile(decls, smap, source, path, target)
 
 
-def compile_source(text, filename="<string>", include_dirs=(), defines=None, target=None):
-    """Like compile_file for program text (e.g. a P4Runtime device config)."""
+def compile_source(text, filename="<string>", include_dirs=(), defines=None, target=None, sandboxed=False):
+    """Like compile_file for program text (e.g. a P4Runtime device config: `sandboxed`, so that
+    #include reaches only the bundled core.p4/v1model.p4, never the machine's files)."""
     from .syntax import parse_program
-    decls, smap = parse_program(text=text, filename=filename, include_dirs=include_dirs, defines=defines)
+    decls, smap = parse_program(text=text, filename=filename, include_dirs=include_dirs, defines=defines,
+                                sandboxed=sandboxed)
     return _compile(decls, smap, text, filename, target)
 
 

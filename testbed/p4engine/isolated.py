@@ -29,10 +29,10 @@ COMPILE_SECONDS = 120          # fabric.p4 takes ~1 s on an idle core, a few on 
 COMPILE_MEMORY = 2 << 30       # address space of the compiler process (it uses ~0.3 GB)
 
 
-def compile_source_isolated(text, filename="<string>", include_dirs=(), defines=None):
+def compile_source_isolated(text, filename="<string>", include_dirs=(), defines=None, sandboxed=False):
     """Like compile_source, run in a child process; raises P4Error."""
     return _run_child({"text": text, "filename": filename, "include_dirs": tuple(include_dirs),
-                       "defines": defines})
+                       "defines": defines, "sandboxed": sandboxed})
 
 
 def compile_file_isolated(path, include_dirs=(), defines=None, target=None):
@@ -84,7 +84,7 @@ def _serve(request):
                                    target=request.get("target"))
         else:
             program = compile_source(request["text"], request["filename"], request["include_dirs"],
-                                     request["defines"])
+                                     request["defines"], sandboxed=request.get("sandboxed", False))
     except P4Error as e:
         return ("error", e.diagnostics, e.source_map)
     except MemoryError:

@@ -51,8 +51,13 @@ def strip_comments(text, file, source_map):
 
 
 class Preprocessor:
-    def __init__(self, include_dirs=(), defines=None):
-        self.include_dirs = [str(d) for d in include_dirs]
+    """sandboxed: the text came from elsewhere (a P4Runtime device config), so #include may name
+    only the bundled files (core.p4, v1model.p4): never a file of the switch's machine, whose
+    lines an error message would echo back to the client."""
+
+    def __init__(self, include_dirs=(), defines=None, sandboxed=False):
+        self.sandboxed = sandboxed
+        self.include_dirs = [] if sandboxed else [str(d) for d in include_dirs]
         self.macros = {}
         for name, value in (defines or {}).items():
             self.macros[name] = str(value)
@@ -188,6 +193,11 @@ class Preprocessor:
             candidates = [here] + self.include_dirs + [BUNDLED_INCLUDE]
         else:
             raise P4Error(f"#include expects \"file\" or <file>, got '{rest}'", loc, self.source_map)
+        if self.sandboxed:
+            if os.path.basename(name) != name or name.startswith("."):
+                raise P4Error(f"#include '{name}': a device config may include only the bundled files "
+                              f"({', '.join(sorted(os.listdir(BUNDLED_INCLUDE)))})", loc, self.source_map)
+            candidates = [BUNDLED_INCLUDE]
         for d in candidates:
             path = os.path.join(d, name)
             if os.path.isfile(path):

@@ -167,9 +167,9 @@ def take_params_peek(toks, i):
 
 
 # ---------------------------------------------------------------------------------------------
-def parse_program(path=None, text=None, filename="<string>", include_dirs=(), defines=None):
+def parse_program(path=None, text=None, filename="<string>", include_dirs=(), defines=None, sandboxed=False):
     """Preprocess and parse; returns (list of declaration Nodes, SourceMap)."""
-    pp = Preprocessor(include_dirs, defines)
+    pp = Preprocessor(include_dirs, defines, sandboxed=sandboxed)
     try:
         if path is not None:
             out = pp.run_file(path)

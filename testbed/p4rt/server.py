@@ -47,7 +47,7 @@ def compile_device_config(device_config):
     except ImportError as exc:
         raise P4RuntimeError(code_pb2.UNAVAILABLE, f"the P4 engine is not available: {exc}") from None
     try:
-        return compile_source_isolated(text, filename="<p4_device_config>")
+        return compile_source_isolated(text, filename="<p4_device_config>", sandboxed=True)
     except P4Error as exc:
         raise invalid(f"P4 program does not compile:\n{exc}") from None
 
