@@ -244,3 +244,30 @@ def test_device_config_may_not_include_the_switchs_files(tmp_path):
         channel.close()
         srv.stop()
         switch.close()
+
+
+def test_packet_out_flood_is_bounded_and_told_resource_exhausted():
+    """Packet-outs wait in a bounded queue for the data path: past it they are refused with a
+    RESOURCE_EXHAUSTED stream error instead of growing the switch's memory."""
+    from testbed.switch.datapath import MAX_INJECTED
+    ports = {n: SocketPort(n) for n in (1, 2)}
+    switch = Switch(ports, cpu_port=CPU_PORT)       # not started: nothing drains the queue
+    addr = f"127.0.0.1:{free_port()}"
+    program = FakeProgram()
+    srv = P4RuntimeServer(switch, device_id=1, address=addr, compiler=lambda cfg: program).start()
+    srv.load_program(program, p4info=fake_p4info())
+    try:
+        primary = Stream(addr)
+        primary.arbitrate()
+        for _ in range(MAX_INJECTED + 3):
+            out = p4runtime_pb2.StreamMessageRequest()
+            out.packet.payload = b"\x00" * 60
+            out.packet.metadata.add(metadata_id=1, value=b"\x01")
+            primary.requests.put(out)
+        errors = [next(primary.responses).error for _ in range(3)]
+        assert {e.canonical_code for e in errors} == {code_pb2.RESOURCE_EXHAUSTED}
+        assert len(switch._injected) == MAX_INJECTED
+        primary.close()
+    finally:
+        srv.stop()
+        switch.close()

@@ -393,7 +393,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         except P4RuntimeError as exc:
             self._stream_error(ctl, exc.code, exc.message, packet)
             return
-        self.switch.inject(self.switch.cpu_port, header + packet.payload)
+        if self.switch.inject(self.switch.cpu_port, header + packet.payload) is False:
+            self._stream_error(ctl, code_pb2.RESOURCE_EXHAUSTED,
+                               "the switch's packet-out queue is full: packet dropped", packet)
 
     def _on_packet_in(self, frame):
         installed = self.installed

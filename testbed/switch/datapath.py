@@ -23,6 +23,7 @@ RX_BATCH = 64           # frames read from one port before looking at the others
 MIN_ETHERNET = 14       # shorter frames are runts: the MAC discards them
 IDLE_WAKE_SECONDS = 0.5
 PCAP_FLUSH_SECONDS = 1.0
+MAX_INJECTED = 4096     # packet-outs waiting for the data path; more are refused (a flood cannot grow memory)
 
 
 class PortCounters:
@@ -84,9 +85,13 @@ class Switch:
         self._wake()
 
     def inject(self, port, frame):
-        """Process `frame` as if it arrived on `port` (packet-out uses the CPU port)."""
+        """Process `frame` as if it arrived on `port` (packet-out uses the CPU port); False (the
+        frame dropped) when MAX_INJECTED frames are already waiting."""
+        if len(self._injected) >= MAX_INJECTED:
+            return False
         self._injected.append((port, bytes(frame)))
         self._wake()
+        return True
 
     def egress_port(self, number):
         try:
@@ -167,8 +172,8 @@ class Switch:
                     continue
                 self._drain_port(by_fd[fd])
             if self._injected:
-                with self.lock:
-                    while self._injected:
+                with self.lock:     # only what is queued now: a flood cannot keep the lock
+                    for _ in range(len(self._injected)):
                         port, frame = self._injected.popleft()
                         self._receive(port, frame, clock())
         if self.captures:
