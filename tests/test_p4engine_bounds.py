@@ -54,3 +54,17 @@ def test_isolated_compile_is_stopped_at_its_time_limit(monkeypatch):
     monkeypatch.setattr(isolated, "COMPILE_SECONDS", 0.05)
     with pytest.raises(P4Error, match=r"big\.p4:0:0: error: compiling the program took longer than 0.05 s"):
         isolated.compile_source_isolated(BASE, filename="big.p4")
+
+
+@pytest.mark.parametrize("source, line", [
+    (with_decl("const bit<8> XX = " + "1+" * 5000 + "1;"), 15),
+    (BASE.replace("apply {", "apply { " + "if (true) { " * 3000 + "}" * 3000, 1), None),
+])
+def test_nesting_too_deep_is_a_located_error_not_an_internal_one(source, line):
+    with pytest.raises(P4Error) as info:
+        compile_source(source, "deep.p4")
+    text = str(info.value)
+    m = re.match(r"deep\.p4:([1-9]\d*):\d+: error: the program nests .* too deeply", text)
+    assert m, text[:200]
+    if line is not None:
+        assert int(m.group(1)) == line

@@ -21,8 +21,8 @@ def _compile(decls, smap, source, filename, target=None):
     except P4Error as e:
         raise e.with_source_map(smap) from None
     except RecursionError:
-        raise P4Error("the program nests expressions or statements too deeply for this engine", None,
-                      smap) from None
+        from .errors import TOO_DEEP, Loc, deepest_point
+        raise P4Error(TOO_DEEP, Loc(filename, *deepest_point(source)), smap) from None
     from .parser_loops import nonconsuming_loops
     compiled.warnings = nonconsuming_loops(decls)     # [(file, line, col, message)]
     return Program(compiled, source, filename)

@@ -33,6 +33,32 @@ def render_diagnostics(diagnostics, source_map=None, severity="error"):
     return "\n".join(out)
 
 
+TOO_DEEP = "the program nests expressions or statements too deeply for this engine (deepest around here)"
+
+
+def deepest_point(text):
+    """(line, col), 1-based, where `text` nests brackets deepest; for nesting without brackets
+    (a chain like 1+1+...+1) the longest line. Locates a RecursionError, which has no place."""
+    depth = best = 0
+    where = None
+    line, col = 1, 0
+    for ch in text:
+        col += 1
+        if ch == "\n":
+            line, col = line + 1, 0
+        elif ch in "([{":
+            depth += 1
+            if depth > best:
+                best, where = depth, (line, col)
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+    if where is not None and best >= 32:
+        return where
+    lines = text.split("\n")
+    longest = max(range(len(lines)), key=lambda i: len(lines[i])) if lines else 0
+    return longest + 1, 1
+
+
 class Loc:
     __slots__ = ("file", "line", "col")
 

@@ -10,7 +10,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.lexer import BasicLexer, Lexer, LexerState
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from .errors import Loc, P4Error
+from .errors import TOO_DEEP, Loc, P4Error, deepest_point
 from .resource_limits import MAX_BIT_WIDTH, MAX_LITERAL_DIGITS
 from .grammar import GRAMMAR
 from .preprocess import Preprocessor
@@ -197,10 +197,16 @@ def parse_program(path=None, text=None, filename="<string>", include_dirs=(), de
         decls = builder.transform(tree)
     except P4Error as e:
         raise e.with_source_map(smap) from None
+    except RecursionError:
+        raise P4Error(TOO_DEEP, loc_of(*deepest_point(out)), smap) from None
     except Exception as e:  # lark wraps our errors in VisitError
         inner = getattr(e, "orig_exc", None)
         if isinstance(inner, P4Error):
             raise inner.with_source_map(smap) from None
+        if isinstance(inner, RecursionError):
+            meta = getattr(getattr(e, "obj", None), "meta", None)
+            where = (meta.line, meta.column) if getattr(meta, "line", None) else deepest_point(out)
+            raise P4Error(TOO_DEEP, loc_of(*where), smap) from None
         raise
     return decls, smap
 
