@@ -271,3 +271,33 @@ def test_packet_out_flood_is_bounded_and_told_resource_exhausted():
     finally:
         srv.stop()
         switch.close()
+
+
+def test_a_wildcard_read_lets_go_of_the_switch_lock_between_chunks():
+    """Reading every cell of a big counter takes seconds of protobuf work: the switch lock is
+    taken a chunk at a time, so the data path and Writes get in between."""
+    import os
+    from testbed.p4engine import compile_source
+    from testbed.p4rt.entities import READ_CHUNK, DeviceState, EntityHandler
+    from testbed.p4rt.p4info import P4InfoIndex
+
+    class CountingLock:
+        def __init__(self):
+            self.holds = 0
+
+        def __enter__(self):
+            self.holds += 1
+
+        def __exit__(self, *exc):
+            return False
+
+    source = open(os.path.join(os.path.dirname(__file__), "p4", "rt_externs.p4")).read()
+    program = compile_source(source.replace("counter(8,", "counter(4096,"), "big_counter.p4")
+    lock = CountingLock()
+    handler = EntityHandler(P4InfoIndex(program.p4info), program.new_pipeline(), DeviceState(), lock)
+    counter = next(c for c in program.p4info.counters if c.size == 4096)
+    entity = p4runtime_pb2.Entity()
+    entity.counter_entry.counter_id = counter.preamble.id
+    cells = handler.read(entity)
+    assert [e.counter_entry.index.index for e in cells] == list(range(4096))
+    assert lock.holds >= 4096 // READ_CHUNK

@@ -6,6 +6,8 @@ canonical codes. Packet replication (multicast groups, clone sessions) and
 digest configuration are kept here too, since the engine only takes them
 write-only.
 """
+import time
+
 from google.rpc import code_pb2
 
 from p4.v1 import p4data_pb2, p4runtime_pb2
@@ -14,6 +16,7 @@ from testbed.p4engine import tables as E
 from testbed.p4rt.errors import P4RuntimeError, from_table_error, invalid, not_found, unimplemented
 from testbed.p4rt.p4info import decode_int, encode_int
 
+READ_CHUNK = 256            # entities produced per hold of the switch lock in a Read
 Update = p4runtime_pb2.Update
 INSERT, MODIFY, DELETE = Update.INSERT, Update.MODIFY, Update.DELETE
 OP_NAMES = {INSERT: "INSERT", MODIFY: "MODIFY", DELETE: "DELETE"}
@@ -407,11 +410,21 @@ class EntityHandler:
         handler = getattr(self, f"_read_{kind}", None) if kind else None
         if handler is None:
             raise unimplemented(f"reading {kind or 'an empty entity'} is not supported")
-        with self.lock:
-            try:
-                return list(handler(getattr(entity, kind)))
-            except E.TableError as exc:
-                raise from_table_error(exc) from None
+        # The lock is held READ_CHUNK entities at a time, then let go: a wildcard read of a
+        # 65536-cell counter takes seconds of protobuf building and must not stop the data path
+        # (or Writes) that long. A wildcard read is thus not one atomic snapshot.
+        entities = []
+        produce = handler(getattr(entity, kind))
+        try:
+            while True:
+                with self.lock:
+                    for _ in range(READ_CHUNK):
+                        entities.append(next(produce))
+                time.sleep(0)       # let a waiting data path take the lock
+        except StopIteration:
+            return entities
+        except E.TableError as exc:
+            raise from_table_error(exc) from None
 
     @staticmethod
     def _wrap(field, message):
@@ -531,10 +544,12 @@ class EntityHandler:
             counter = self._engine("counters", name, "counter")
             for i in self._indices(c, info.size, name):
                 packets, nbytes = counter.read(i)
-                out = p4runtime_pb2.CounterEntry(counter_id=info.preamble.id)
+                entity = p4runtime_pb2.Entity()       # built in place: no copy per cell
+                out = entity.counter_entry
+                out.counter_id = info.preamble.id
                 out.index.index = i
                 out.data.packet_count, out.data.byte_count = packets, nbytes
-                yield self._wrap("counter_entry", out)
+                yield entity
 
     def _read_meter_entry(self, m):
         for info in self._selected(self.index.meters, m.meter_id, self.index.meter):
@@ -553,10 +568,12 @@ class EntityHandler:
             name = info.preamble.name
             register = self._engine("registers", name, "register")
             for i in self._indices(r, info.size, name):
-                out = p4runtime_pb2.RegisterEntry(register_id=info.preamble.id)
+                entity = p4runtime_pb2.Entity()
+                out = entity.register_entry
+                out.register_id = info.preamble.id
                 out.index.index = i
                 out.data.bitstring = encode_int(register.read(i))
-                yield self._wrap("register_entry", out)
+                yield entity
 
     def _direct_entries(self, te, resources):
         """(table info, entry) for the entries a direct resource read selects."""
