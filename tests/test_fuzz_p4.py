@@ -27,6 +27,7 @@ from switch_fake_engine import SocketPort
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 HANG_SECONDS = 10        # real answers take milliseconds; a parse may take a second on a busy box
+RPC_HANG_SECONDS = 30    # a wildcard Read of fabric.p4's 65536-cell counter takes seconds (pure-Python protobuf)
 
 
 class Hang(Exception):
@@ -436,7 +437,7 @@ def test_fuzz_p4runtime_messages_into_the_engine_server(p4rt_server, capfd):
             req.updates.extend(_random_update(rng, p4info) for _ in range(rng.randint(1, 4)))
             what = req
             try:
-                stub.Write(req, timeout=HANG_SECONDS)
+                stub.Write(req, timeout=RPC_HANG_SECONDS)
                 outcomes["OK"] = outcomes.get("OK", 0) + 1
                 continue
             except grpc.RpcError as err:
@@ -452,7 +453,7 @@ def test_fuzz_p4runtime_messages_into_the_engine_server(p4rt_server, capfd):
                 req.entities.append(entity)
             what = req
             try:
-                list(stub.Read(req, timeout=HANG_SECONDS))
+                list(stub.Read(req, timeout=RPC_HANG_SECONDS))
                 continue
             except grpc.RpcError as err:
                 code, per_update = err.code(), []
@@ -461,7 +462,7 @@ def test_fuzz_p4runtime_messages_into_the_engine_server(p4rt_server, capfd):
                                                                    response_type=rng.randrange(-1, 6))
             what = req
             try:
-                stub.GetForwardingPipelineConfig(req, timeout=HANG_SECONDS)
+                stub.GetForwardingPipelineConfig(req, timeout=RPC_HANG_SECONDS)
                 continue
             except grpc.RpcError as err:
                 code, per_update = err.code(), []

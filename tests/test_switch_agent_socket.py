@@ -81,6 +81,19 @@ def test_good_requests_still_work(agent_socket):
     assert ask(b'{"op": "queue_depth", "args": {"port": 2, "priority": 3}}\n') == {"ok": True, "result": 0}
 
 
+def test_mirroring_to_a_port_the_switch_lacks_is_refused(agent_socket):
+    import os
+    from testbed.p4engine import compile_file
+    ask, switch = agent_socket
+    program = compile_file(os.path.join(os.path.dirname(__file__), "p4", "rt_tables_exact.p4"))
+    switch.set_pipeline(program.new_pipeline())
+    reply = ask(b'{"op": "mirroring_add", "args": {"session": 5, "port": 77}}\n')
+    assert reply["ok"] is False and "no port 77" in reply["error"]
+    assert 5 not in switch.pipeline.clone_sessions
+    assert ask(b'{"op": "mirroring_add", "args": {"session": 5, "port": 2}}\n')["ok"]
+    assert switch.pipeline.clone_sessions[5][0] == [(2, 0)]
+
+
 def test_endless_line_is_refused_in_bounded_chunks_and_the_connection_goes_on(agent_socket, capfd):
     ask, _ = agent_socket
     chunk = b"x" * 65536

@@ -100,6 +100,9 @@ class EngineAgent(SwitchAgent):
 
     def mirroring_add(self, session, port):
         pipeline = self._pipeline()
+        if int(port) not in self.switch.egress_ports and int(port) != self.switch.cpu_port:
+            raise AgentError(f"mirroring_add: switch has no port {port} "
+                             f"(ports: {sorted(self.switch.egress_ports)}, cpu port: {self.switch.cpu_port})")
         with self.switch.lock:
             pipeline.set_clone_session(int(session), [(int(port), 0)])
 
