@@ -9,9 +9,11 @@
  *   ingress   DSCP -> priority; IPv4 LPM -> one next hop or an ECMP group;
  *             TE overrides exact on <ingress port, destination prefix> beat ECMP;
  *             ECMP by 5-tuple, 5-tuple + BTH destination QP, or flowlets;
- *             TTL/checksum checks with drop counters; PFC XOFF from an estimate of
- *             the egress queue the packet joins; received PFC counted and punted
- *   egress    RED-style ECN marking from enq_qdepth; PFC XOFF/XON from queue depths;
+ *             TTL/checksum checks with drop counters; bytes held per ingress priority
+ *             group (PG), PFC XOFF to the upstream when its PG passes XOFF; received
+ *             PFC counted and punted
+ *   egress    RED-style ECN marking from enq_qdepth; the packet leaves its PG: PFC XON
+ *             once the PG has drained to XON, XOFF refreshed while it stays above XOFF;
  *             clones turned into 802.1Qbb frames out of the port traffic came in on
  *
  * How a PFC frame gets out ahead of the data it pauses (a MAC inserts PFC frames ahead of
@@ -28,9 +30,12 @@
  *                                   QP-aware hashing, flowlet gap (us), flowlet choice
  *                                   (random / least loaded) and a per-switch hash seed
  *   FabricIngress.dscp_to_priority  DSCP -> priority (= egress queue)
- *   FabricIngress.pfc_ingress_config, FabricEgress.pfc_egress_config
- *                                   per priority: PFC on (entry present), XOFF/XON in
- *                                   packets, XOFF refresh interval (us)
+ *   FabricIngress.pfc_ingress_config
+ *                                   per priority: PFC on (entry present), the PG profile
+ *                                   in bytes (XOFF, XON, headroom, reserved) and the XOFF
+ *                                   refresh interval (us). The engine's traffic manager
+ *                                   takes its lossless PG profiles from these entries
+ *                                   (testbed/switch/buffers.py PG_PROFILE_TABLE).
  *   FabricEgress.pfc_port           per port: source MAC and pause quanta of PFC frames
  *   FabricEgress.ecn_config         per priority: Kmin/Kmax (packets), Pmax (x/65536)
  *   clone session PFC_SESSION: one replica to CPU_PORT (the first hop of PFC frames)
@@ -95,10 +100,6 @@ const bit<32> FLOWLET_SLOTS = 4096;
 const bit<32> ECMP_MEMBER_SLOTS = 4096;   /* 64 groups x 64 members: (group << 6) | member */
 const bit<32> DEMAND_SLOTS = 65536;       /* 256 ingress ports x 256 route ids */
 const bit<32> DROP_REASONS = 16;
-/* Upstream ports that fit pfc_waiting's 64-bit bitmap. The explicit bound matters:
- * BMv2 limits shift amounts to 8 bits, so the shift takes (bit<8>)port, and port 256
- * would otherwise wrap onto bit 0 instead of setting none. */
-const bit<9>  PFC_WAITING_PORTS = 64;
 
 /* ---------------------------------------------------------------- headers */
 
@@ -244,7 +245,8 @@ struct fabric_metadata_t {
 
     bit<32> l3_offset;          /* bytes in front of the IPv4 header (packet_out, Ethernet, VLAN) */
     bit<3>  prio;
-    bit<32> port_prio;          /* (ingress_port << 3) | prio */
+    bit<32> port_prio;          /* (ingress_port << 3) | prio: the ingress priority group */
+    bit<32> pg_charge;          /* bytes charged to pg_bytes[port_prio] at ingress (0: none) */
     bit<8>  drop_reason;
 
     bit<8>  route_kind;
@@ -285,15 +287,12 @@ error {
 register<bit<1>, bit<32>>(PORT_PRIO_SLOTS) pfc_paused;
 /* When that XOFF was last sent (us): XOFF refreshes are rate-limited by it. */
 register<bit<48>, bit<32>>(PORT_PRIO_SLOTS) pfc_last_xoff_us;
-/* Packets in egress queue (port, priority): +1 per packet ingress sends there, reset
- * to the true deq_qdepth at every dequeue (egress). Lets ingress send XOFF when the
- * queue passes the threshold instead of after the packet has waited in it. */
-register<bit<32>, bit<32>>(PORT_PRIO_SLOTS) queue_occupancy;
-/* Per egress queue (port, priority): bit p set while upstream port p is paused because of
- * it (ports 0-63; higher ones resume when their pause time runs out). The queue sends
- * their XONs as it drains, one per dequeue at or below XON: a paused upstream sends no
- * packets, so no packet of its own could ever carry its XON. */
-register<bit<64>, bit<32>>(PORT_PRIO_SLOTS) pfc_waiting;
+/* Bytes held per ingress priority group (ingress port, priority) of the lossless
+ * priorities: + the packet's length at ingress, - the same at egress. PFC follows it, as
+ * production switches account buffer per ingress PG: XOFF to the upstream when its PG
+ * passes XOFF, XON when it has drained to XON (the PG's own last packets carry it, so
+ * every paused upstream gets its XON). */
+register<bit<32>, bit<32>>(PORT_PRIO_SLOTS) pg_bytes;
 
 /* ---------------------------------------------------------------- parser */
 
@@ -478,8 +477,12 @@ control FabricIngress(inout headers_t hdr,
         size = 64;
     }
 
-    action set_pfc_ingress(bit<32> xoff, bit<48> refresh_us) {
+    /* headroom and reserved are the traffic manager's (the bytes a PG may still take after
+     * XOFF, and its guaranteed share); the program only carries them. */
+    action set_pfc_ingress(bit<32> xoff, bit<32> xon, bit<32> headroom, bit<32> reserved,
+                           bit<48> refresh_us) {
         meta.pfc_xoff = xoff;
+        meta.pfc_xon = xon;
         meta.pfc_refresh_us = refresh_us;
     }
 
@@ -707,13 +710,14 @@ control FabricIngress(inout headers_t hdr,
         } else {
             hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
 
-            /* --- PFC XOFF at enqueue time, from the estimated queue occupancy --- */
+            /* --- PFC: charge the ingress PG; XOFF to the upstream once it passes XOFF --- */
             if (pfc_ingress_config.apply().hit) {
-                bit<32> queue_slot = ((bit<32>)standard_metadata.egress_spec << 3) | (bit<32>)meta.prio;
-                bit<32> occupancy;
-                queue_occupancy.read(occupancy, queue_slot);
-                queue_occupancy.write(queue_slot, occupancy + 1);
-                if (occupancy >= meta.pfc_xoff) {
+                bit<32> held;
+                pg_bytes.read(held, meta.port_prio);
+                held = held + standard_metadata.packet_length;
+                pg_bytes.write(meta.port_prio, held);
+                meta.pg_charge = standard_metadata.packet_length;
+                if (held >= meta.pfc_xoff) {
                     bit<1> paused;
                     bit<48> last_xoff;
                     bit<48> now_us = standard_metadata.ingress_global_timestamp;
@@ -722,11 +726,6 @@ control FabricIngress(inout headers_t hdr,
                     if (paused == 0 || now_us - last_xoff >= meta.pfc_refresh_us) {
                         pfc_paused.write(meta.port_prio, 1);
                         pfc_last_xoff_us.write(meta.port_prio, now_us);
-                        bit<64> waiting;
-                        pfc_waiting.read(waiting, queue_slot);
-                        if (standard_metadata.ingress_port < PFC_WAITING_PORTS) {
-                            pfc_waiting.write(queue_slot, waiting | ((bit<64>)1 << (bit<8>)standard_metadata.ingress_port));
-                        }
                         meta.pfc_clone_kind = PFC_CLONE_XOFF;
                         meta.pfc_clone_prio = (bit<8>)meta.prio;
                         meta.pfc_port = standard_metadata.ingress_port;
@@ -758,19 +757,6 @@ control FabricEgress(inout headers_t hdr,
         actions = { set_pfc_port; NoAction; }
         default_action = NoAction();
         size = 512;
-    }
-
-    action set_pfc_egress(bit<32> xoff, bit<32> xon, bit<48> refresh_us) {
-        meta.pfc_xoff = xoff;
-        meta.pfc_xon = xon;
-        meta.pfc_refresh_us = refresh_us;
-    }
-
-    table pfc_egress_config {
-        key = { meta.prio : exact; }
-        actions = { set_pfc_egress; NoAction; }
-        default_action = NoAction();
-        size = 8;
     }
 
     action set_ecn_thresholds(bit<32> kmin, bit<32> kmax, bit<32> pmax) {
@@ -878,53 +864,39 @@ control FabricEgress(inout headers_t hdr,
                     }
                 }
             }
+        }
 
-            /* --- PFC: XOFF while the queue stays above the threshold, XON once it has
-             * drained. deq_qdepth, not enq_qdepth: a packet that arrived at a deep queue
-             * may leave an empty one, and pausing again then would wait out the pause. */
-            if (pfc_egress_config.apply().hit) {
-                queue_occupancy.write(queue_slot, (bit<32>)standard_metadata.deq_qdepth);
-                bit<32> upstream = ((bit<32>)standard_metadata.ingress_port << 3) | (bit<32>)meta.prio;
-                bit<1> paused;
-                bit<48> last_xoff;
-                bit<48> now_us = standard_metadata.egress_global_timestamp;
-                pfc_paused.read(paused, upstream);
-                pfc_last_xoff_us.read(last_xoff, upstream);
-                if ((bit<32>)standard_metadata.deq_qdepth >= meta.pfc_xoff) {
-                    if (paused == 0 || now_us - last_xoff >= meta.pfc_refresh_us) {
-                        pfc_paused.write(upstream, 1);
-                        pfc_last_xoff_us.write(upstream, now_us);
-                        bit<64> waiting;
-                        pfc_waiting.read(waiting, queue_slot);
-                        if (standard_metadata.ingress_port < PFC_WAITING_PORTS) {
-                            pfc_waiting.write(queue_slot, waiting | ((bit<64>)1 << (bit<8>)standard_metadata.ingress_port));
-                        }
+        /* --- PFC: the packet leaves its ingress PG (XOFF/XON/refresh came from ingress) --- */
+        if (meta.pg_charge != 0) {
+            bit<32> held;
+            pg_bytes.read(held, meta.port_prio);
+            if (held > meta.pg_charge) {
+                held = held - meta.pg_charge;
+            } else {
+                held = 0;
+            }
+            pg_bytes.write(meta.port_prio, held);
+            bit<1> paused;
+            bit<48> last_xoff;
+            bit<48> now_us = standard_metadata.egress_global_timestamp;
+            pfc_paused.read(paused, meta.port_prio);
+            pfc_last_xoff_us.read(last_xoff, meta.port_prio);
+            if (paused == 1) {
+                if (held >= meta.pfc_xoff) {
+                    /* still full: refresh the pause before it runs out */
+                    if (now_us - last_xoff >= meta.pfc_refresh_us) {
+                        pfc_last_xoff_us.write(meta.port_prio, now_us);
                         meta.pfc_clone_kind = PFC_CLONE_XOFF;
                         meta.pfc_clone_prio = (bit<8>)meta.prio;
                         meta.pfc_port = standard_metadata.ingress_port;
                         clone_preserving_field_list(CloneType.E2E, PFC_SESSION, 1);
                     }
-                } else if ((bit<32>)standard_metadata.deq_qdepth <= meta.pfc_xon) {
-                    bit<64> waiting;
-                    pfc_waiting.read(waiting, queue_slot);
-                    if (waiting != 0) {
-                        /* XON to the lowest paused port (binary search for its bit); the
-                         * packets still queued release the others, one per dequeue */
-                        bit<64> lowest = waiting & (~waiting + 1);
-                        bit<9> port = 0;
-                        if ((lowest & 0xFFFFFFFF00000000) != 0) { port = port + 32; }
-                        if ((lowest & 0xFFFF0000FFFF0000) != 0) { port = port + 16; }
-                        if ((lowest & 0xFF00FF00FF00FF00) != 0) { port = port + 8; }
-                        if ((lowest & 0xF0F0F0F0F0F0F0F0) != 0) { port = port + 4; }
-                        if ((lowest & 0xCCCCCCCCCCCCCCCC) != 0) { port = port + 2; }
-                        if ((lowest & 0xAAAAAAAAAAAAAAAA) != 0) { port = port + 1; }
-                        pfc_waiting.write(queue_slot, waiting & ~lowest);
-                        pfc_paused.write(((bit<32>)port << 3) | (bit<32>)meta.prio, 0);
-                        meta.pfc_clone_kind = PFC_CLONE_XON;
-                        meta.pfc_clone_prio = (bit<8>)meta.prio;
-                        meta.pfc_port = port;
-                        clone_preserving_field_list(CloneType.E2E, PFC_SESSION, 1);
-                    }
+                } else if (held <= meta.pfc_xon) {
+                    pfc_paused.write(meta.port_prio, 0);
+                    meta.pfc_clone_kind = PFC_CLONE_XON;
+                    meta.pfc_clone_prio = (bit<8>)meta.prio;
+                    meta.pfc_port = standard_metadata.ingress_port;
+                    clone_preserving_field_list(CloneType.E2E, PFC_SESSION, 1);
                 }
             }
         }

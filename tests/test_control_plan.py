@@ -120,7 +120,7 @@ def test_pause_quanta_follow_the_link_rate():
 def test_knob_entries_round_trip_through_what_a_switch_holds(clos):
     knobs = Knobs(hash_mode="flowlet", qp_aware=True, flowlet_gap_us=300, flowlet_choice="least_loaded",
                   hash_seed=7, dscp_map={26: 3, 10: 1}, ecn={3: EcnProfile(4, 16, 0.5)},
-                  pfc={3: PfcConfig(30, 10, 500)}).check()
+                  pfc={3: PfcConfig(30, 10, 500, headroom=20000, reserved=3000)}).check()
     entries = knob_entries(knobs, clos.switches["leaf1"])
     config = [e for e in entries if e.table == N.ECMP_CONFIG]
     assert config == [Entry(N.ECMP_CONFIG, (), N.SET_ECMP_CONFIG,

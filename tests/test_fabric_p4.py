@@ -39,7 +39,7 @@ pytestmark = pytest.mark.skipif(bool(_engine_missing()), reason=_engine_missing(
 
 UPLINKS = (3, 4, 5, 6)
 ROCE_DSCP, CNP_DSCP = 26, 48
-REGISTERS = ("pfc_paused", "pfc_waiting", "pfc_last_xoff_us", "queue_occupancy", "FabricIngress.flowlet_last_seen",
+REGISTERS = ("pfc_paused", "pfc_last_xoff_us", "pg_bytes", "FabricIngress.flowlet_last_seen",
              "FabricIngress.flowlet_member", "FabricIngress.ecmp_member_load")
 
 
@@ -162,6 +162,13 @@ def pfc_out(fab, clone, now_us=0):
     tx, again = egress(fab, job, 0, now_us=now_us)
     assert len(tx) == 1 and again == [], (tx, again)
     return tx[0][0], tx[0][1], job
+
+
+def pfc_target(fab, clone):
+    """The port a PFC copy is sent to pause (its second pass), whether or not that port exists."""
+    tx, (job,) = egress(fab, clone, 0)
+    assert tx == [] and job.priority == 7
+    return job.egress_port
 
 
 def pfc_frame(data):
@@ -348,20 +355,25 @@ def test_ecn_marking_probability_follows_kmin_kmax_pmax(fab):
     assert marked_fraction(60) == 0.0
 
 
-def test_queue_above_xoff_sends_pfc_to_the_ingress_port_then_xon(fab):
-    needs_engine(fab, "sets queue depths and the clock")
-    fab.ctl.set_pfc(xoff=24, xon=12, refresh_us=500)
+def test_ingress_pg_above_xoff_sends_pfc_to_the_ingress_port_then_xon(fab):
+    needs_engine(fab, "reads the PG registers and sets the clock")
     frame = roce(fab, dst="10.1.1.2", in_port=3, src="10.1.2.1")   # from spine1 to h2
+    size = len(frame)
+    fab.ctl.set_pfc(xoff=24 * size, xon=12 * size, refresh_us=500)
     before = counters(fab)["ports"][3][3]["pfc_tx"]
+    pg_bytes = fab.switch.pipeline.registers["pg_bytes"]
 
-    # ingress sees the queue it feeds: packets 1-24 fill it, the 25th finds 24 waiting -> XOFF
+    # the PG (port 3, priority 3) holds what came in: packets 1-23 stay below XOFF, the 24th
+    # takes it to XOFF -> XOFF to port 3
     originals = []
-    for i in range(24):
+    for i in range(23):
         jobs = ingress(fab, 3, frame, now_us=10)
         assert [j.egress_port for j in jobs] == [2], f"packet {i + 1}"
         originals += jobs
+    assert pg_bytes.read((3 << 3) | 3) == 23 * size
     jobs = ingress(fab, 3, frame, now_us=10)
     assert sorted(j.egress_port for j in jobs) == [2, CPU_PORT]
+    originals += [j for j in jobs if j.egress_port != CPU_PORT]
     port, data, _ = pfc_out(fab, next(j for j in jobs if j.egress_port == CPU_PORT), now_us=10)
     assert port == 3
     xoff = pfc_frame(data)
@@ -372,26 +384,29 @@ def test_queue_above_xoff_sends_pfc_to_the_ingress_port_then_xon(fab):
     # the MAC-control dissector agrees
     assert Ether(data)[MACControlClassBasedFlowControl].c3_pause_time == expected_quanta
 
-    # rate-limited: no second XOFF within the refresh interval, one after it
+    # rate-limited: no second XOFF within the refresh interval, one after it (26 held now)
     assert len(ingress(fab, 3, frame, now_us=400)) == 1
     refreshed = ingress(fab, 3, frame, now_us=600)
     assert sorted(j.egress_port for j in refreshed) == [2, CPU_PORT]
     assert pfc_frame(pfc_out(fab, next(j for j in refreshed if j.egress_port == CPU_PORT), now_us=600)[1]) == xoff
 
-    # the queue drains: a packet dequeued at or below XON sends the zero-quanta XON
-    tx, more = egress(fab, originals[0], 20, now_us=700, deq_depth=12)
+    # leaving packets release the PG; while it stays at XOFF, egress refreshes the pause
+    assert egress(fab, originals[0], 0, now_us=700)[1] == []          # 25 held, refreshed 100 us ago
+    tx, more = egress(fab, originals[1], 0, now_us=1200)                # 24 held, 600 us later
     assert [p for p, _ in tx] == [2] and len(more) == 1
-    port, data, _ = pfc_out(fab, more[0], now_us=700)
+    assert pfc_frame(pfc_out(fab, more[0], now_us=1200)[1]) == xoff
+    for job in originals[2:13]:                                         # 23 .. 13 held
+        assert egress(fab, job, 0, now_us=1300)[1] == []
+    # at XON (12 held) the PG's own packet carries the zero-quanta XON to its upstream
+    tx, more = egress(fab, originals[13], 0, now_us=1300)
+    assert [p for p, _ in tx] == [2] and len(more) == 1
+    port, data, _ = pfc_out(fab, more[0], now_us=1300)
     xon = pfc_frame(data)
     assert (port, xon["classes"], xon["times"]) == (3, 1 << 3, [0] * 8)
+    assert pg_bytes.read((3 << 3) | 3) == 12 * size
     # and only once
-    tx, more = egress(fab, originals[1], 2, now_us=800, deq_depth=1)
-    assert more == []
-
-    # egress also sees a deep queue (what is still queued behind it) and pauses the upstream again
-    tx, more = egress(fab, originals[2], 30, now_us=900)
-    assert len(more) == 1 and pfc_frame(pfc_out(fab, more[0])[1])["times"][3] == expected_quanta
-    assert counters(fab)["ports"][3][3]["pfc_tx"] - before == 4      # XOFF, refresh, XON, XOFF
+    assert egress(fab, originals[14], 0, now_us=1400)[1] == []
+    assert counters(fab)["ports"][3][3]["pfc_tx"] - before == 4      # XOFF, 2 refreshes, XON
 
 
 def test_a_pfc_frame_is_served_before_the_full_data_queues_of_the_port_it_leaves_by(fab):
@@ -399,7 +414,8 @@ def test_a_pfc_frame_is_served_before_the_full_data_queues_of_the_port_it_leaves
     lossless (priority 3) and best-effort (priority 0) queues towards h1 are full."""
     needs_engine(fab, "fills the engine's egress queues")
     from testbed.switch.traffic_manager import EgressPort
-    fab.ctl.set_pfc(xoff=24, xon=12)
+    to_h2 = roce(fab, dst="10.1.1.2", in_port=1)
+    fab.ctl.set_pfc(xoff=24 * len(to_h2), xon=12 * len(to_h2))
     towards_h1 = EgressPort(1)
     for dscp, prio in ((ROCE_DSCP, 3), (0, 0)):
         for _ in range(towards_h1.depth_limit[prio]):
@@ -408,8 +424,7 @@ def test_a_pfc_frame_is_served_before_the_full_data_queues_of_the_port_it_leaves
             job = next(j for j in jobs if j.egress_port != CPU_PORT)
             assert (job.egress_port, job.priority) == (1, prio)
             assert towards_h1.enqueue(job, job.priority, 0) >= 0
-    to_h2 = roce(fab, dst="10.1.1.2", in_port=1)
-    for _ in range(24):
+    for _ in range(23):
         ingress(fab, 1, to_h2)
     clone = next(j for j in ingress(fab, 1, to_h2) if j.egress_port == CPU_PORT)
     tx, (pfc_job,) = egress(fab, clone, 0)
@@ -423,50 +438,52 @@ def test_a_pfc_frame_is_served_before_the_full_data_queues_of_the_port_it_leaves
     assert towards_h1.depth(3) == towards_h1.depth_limit[3]           # the data still waits behind it
 
 
-def test_every_upstream_a_queue_paused_gets_its_xon_as_the_queue_drains(fab):
-    """A paused upstream sends nothing, so its XON cannot ride on a packet of its own: the
-    queue's dequeues at or below XON release the paused ports one by one."""
-    needs_engine(fab, "sets dequeue depths")
-    fab.ctl.set_pfc(xoff=4, xon=2, refresh_us=500)
+def test_each_ingress_pg_pauses_its_own_upstream_and_its_own_packets_carry_the_xon(fab):
+    """Two upstreams feed one queue: each PG counts only its own bytes, so each upstream is
+    paused when it has sent XOFF's worth, and resumed when its own packets have left."""
+    needs_engine(fab, "runs egress on the jobs it holds")
     to_h2 = {port: roce(fab, dst="10.1.1.2", in_port=port, src=src)
              for port, src in ((1, "10.1.1.1"), (3, "10.1.2.1"))}
-    data, xoff_to = [], []
-    for port in (1, 1, 1, 1, 3, 1):                  # the 5th and 6th find 4 and 5 queued
+    size = len(to_h2[1])
+    fab.ctl.set_pfc(xoff=4 * size, xon=2 * size, refresh_us=500)
+    data, xoff_to = {1: [], 3: []}, []
+    for port in (1, 1, 3, 3, 1, 1, 3, 3):            # each PG reaches XOFF on its 4th packet
         for job in ingress(fab, port, to_h2[port], now_us=10):
             if job.egress_port == CPU_PORT:
                 xoff_to.append(pfc_out(fab, job, now_us=10)[0])
             else:
-                data.append(job)
-    assert xoff_to == [3, 1]
+                data[port].append(job)
+    assert xoff_to == [1, 3]
 
-    def dequeue(job, left):
-        tx, more = egress(fab, job, 0, now_us=20, deq_depth=left)
+    def dequeue(job):
+        tx, more = egress(fab, job, 0, now_us=20)
         assert [p for p, _ in tx] == [2]
         return [(port, pfc_frame(frame)["times"][3]) for port, frame, _ in (pfc_out(fab, m, 20) for m in more)]
 
-    assert dequeue(data[0], 4) == []                 # still at XOFF: within the refresh interval
-    assert dequeue(data[1], 3) == []                 # between XON and XOFF: nothing
-    assert dequeue(data[2], 2) == [(1, 0)]           # at XON: the lowest paused port first
-    assert dequeue(data[3], 1) == [(3, 0)]           # spine1's XON on h1's packet
-    assert dequeue(data[5], 0) == []                 # nobody is left paused
+    assert dequeue(data[1][0]) == []                 # port 1's PG: 3 held, between XON and XOFF
+    assert dequeue(data[3][0]) == []                 # port 3's PG: 3 held
+    assert dequeue(data[1][1]) == [(1, 0)]           # port 1's PG at XON: its XON
+    assert dequeue(data[1][2]) == []                 # once
+    assert dequeue(data[3][1]) == [(3, 0)]           # port 3's own packet resumes port 3
 
 
-def test_only_upstreams_0_to_63_enter_the_waiting_bitmap_and_port_256_does_not_wrap_onto_bit_0(fab):
-    """pfc_waiting is 64 bits wide and BMv2 shifts by at most 8 bits, so the program bounds the
-    port explicitly: 63 takes the top bit, 64 and 256 (which (bit<8>) would fold onto bit 0)
-    none, yet every one of them still gets its XOFF."""
-    needs_engine(fab, "writes and reads the PFC registers")
+def test_every_port_has_its_own_pg_and_gets_its_xoff_and_xon(fab):
+    """pg_bytes and pfc_paused are indexed (port << 3) | priority: no bitmap, no shift by a port
+    number (BMv2 shifts by at most 8 bits), so ports 63, 64, 256 and 509 are no different."""
+    needs_engine(fab, "reads the PG registers and follows PFC copies by hand")
+    frame = roce(fab, dst="10.1.1.2", src="10.1.2.1", in_port=3)
     fab.ctl.set_pfc(xoff=1, xon=0, refresh_us=500)
     registers = fab.switch.pipeline.registers
-    waiting = registers["pfc_waiting"]
-    slot = (2 << 3) | 3                                  # the queue to h2, lossless priority 3
-    for upstream, bit in ((63, 1 << 63), (64, 0), (256, 0), (259, 0), (5, 1 << 5)):
-        waiting.write(slot, 0)
-        registers["queue_occupancy"].write(slot, 1)      # one queued: this packet pauses
-        jobs = ingress(fab, upstream, roce(fab, dst="10.1.1.2", src="10.1.2.1", in_port=3), now_us=10)
+    for upstream in (5, 63, 64, 256, 259, 509):
+        slot = (upstream << 3) | 3
+        jobs = ingress(fab, upstream, frame, now_us=10)
         assert sorted(j.egress_port for j in jobs) == [2, CPU_PORT], upstream
-        assert waiting.read(slot) == bit, upstream
-        assert registers["pfc_paused"].read((upstream << 3) | 3) == 1, upstream
+        assert pfc_target(fab, next(j for j in jobs if j.egress_port == CPU_PORT)) == upstream
+        assert registers["pfc_paused"].read(slot) == 1 and registers["pg_bytes"].read(slot) == len(frame)
+        (job,) = [j for j in jobs if j.egress_port != CPU_PORT]
+        (xon,) = egress(fab, job, 0, now_us=20)[1]
+        assert pfc_target(fab, xon) == upstream
+        assert registers["pfc_paused"].read(slot) == 0 and registers["pg_bytes"].read(slot) == 0
 
 
 def test_pfc_stays_quiet_on_lossy_priorities_and_when_off(fab):

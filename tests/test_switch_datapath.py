@@ -7,6 +7,7 @@ import pytest
 
 from switch_fake_engine import FakePipeline, SocketPort, frame_tag, ipv4_frame, trailer
 from testbed.switch import pfc
+from testbed.switch.buffers import BufferConfig
 from testbed.switch.datapath import Switch
 from testbed.switch.pcap import PortCaptures, read_pcap
 
@@ -97,7 +98,8 @@ def test_strict_priority_serves_highest_first(make_switch):
 
 
 def test_pfc_pauses_only_named_priority_for_quanta_time(make_switch):
-    sw, ports = make_switch({1: 2})
+    # a 307 ms pause is longer than the PFC watchdog's 200 ms: without it here
+    sw, ports = make_switch({1: 2}, buffer_config=BufferConfig(watchdog_detect_s=0))
     port = sw.egress_port(2)
     rate = 10_000_000
     port.set_rate(rate)

@@ -5,8 +5,12 @@
     rocelab fabric hash 5tuple|qpn|flowlet [--qp-aware | --no-qp-aware]
     rocelab fabric flowlet GAP_US [--choice random|least_loaded]
     rocelab fabric ecn KMIN KMAX PMAX [--priority P]      rocelab fabric ecn off [--priority P]
-    rocelab fabric pfc XOFF XON [--priorities 3,4] [--refresh-us US] [--pause-us US]
+    rocelab fabric pfc XOFF XON [--headroom B] [--reserved B] [--priorities 3,4] [--refresh-us US]
+                                                 [--pause-us US]   (bytes per ingress port and PG)
     rocelab fabric pfc on|off [--priorities 3,4]
+    rocelab fabric headroom [--rate R] [--cable-m M] [--mtu B] [--response-us U]
+                                                 the PFC headroom a lossless PG needs, bytes
+                                                 (a calculator: needs no fabric)
     rocelab fabric dscp DSCP=PRIORITY ...        replaces the whole DSCP -> priority map
     rocelab fabric te add LEAF IN_PORT PREFIX OUT_PORT | te remove LEAF IN_PORT PREFIX | te list
     rocelab fabric link A B up|down              routes and ECMP groups without (or with) the link
@@ -21,6 +25,7 @@ import os
 import sys
 
 from testbed.argtypes import number, whole
+from testbed.switch import buffers
 
 CLI_ROLE = "cli"
 
@@ -69,12 +74,28 @@ def register(sub, name, help_text):
     c.add_argument("--priority", type=whole(0, 7), default=3, help="the queue (default 3, RoCE data)")
     c.set_defaults(func=_run(_ecn))
 
-    c = cmds.add_parser("pfc", help="PFC XOFF/XON thresholds (packets), or PFC on/off")
+    c = cmds.add_parser("pfc", help="PFC profile of the lossless PGs (bytes per ingress port and "
+                                     "priority), or PFC on/off")
     c.add_argument("values", nargs="+", metavar="XOFF XON | on | off")
+    c.add_argument("--headroom", type=whole(0, (1 << 32) - 1), metavar="BYTES",
+                   help="bytes a PG may still take after XOFF (default: `rocelab fabric headroom` "
+                        "for the switch's fastest port)")
+    c.add_argument("--reserved", type=whole(0, (1 << 32) - 1), metavar="BYTES",
+                   help="bytes guaranteed to each PG before the shared pool (default 0)")
     c.add_argument("--priorities", type=_priorities, default=(3,), help="lossless priorities (default 3)")
     c.add_argument("--refresh-us", type=whole(1, 10_000_000), help="how often an XOFF is repeated while the queue stays full")
     c.add_argument("--pause-us", type=whole(1, 10_000_000), help="pause time an XOFF asks for")
     c.set_defaults(func=_run(_pfc))
+
+    c = cmds.add_parser("headroom", help="PFC headroom calculator: bytes still arriving after XOFF")
+    c.add_argument("--rate", default="10M", help="link rate in bits/s, e.g. 10M, 400G (default 10M, the lab's)")
+    c.add_argument("--cable-m", type=number(0, 1e6), default=buffers.LAB_CABLE_M, metavar="M",
+                   help=f"cable length in metres, {buffers.PROPAGATION_NS_PER_M:g} ns each (default 0: veths)")
+    c.add_argument("--mtu", type=whole(68, 65535), default=buffers.LAB_MTU, metavar="BYTES", help="MTU (default 1500)")
+    c.add_argument("--response-us", type=number(0, 1e8), default=buffers.REALTIME_RESPONSE_US, metavar="US",
+                   help="the peer's time to act on an XOFF (default "
+                        f"{buffers.REALTIME_RESPONSE_US:g}: the real-time switches' measured loop lag)")
+    c.set_defaults(func=_headroom)
 
     c = cmds.add_parser("dscp", help="DSCP -> priority map (replaces the whole map)")
     c.add_argument("pairs", nargs="+", metavar="DSCP=PRIORITY")
@@ -204,8 +225,8 @@ def _show(ctl, _args):
         for prio, e in sorted(k.ecn.items()):
             print(f"  ecn  priority {prio}: Kmin {e.kmin} Kmax {e.kmax} Pmax {e.pmax:g}")
         for prio, c in sorted(k.pfc.items()):
-            print(f"  pfc  priority {prio}: XOFF {c.xoff} XON {c.xon} refresh {c.refresh_us} us, "
-                  f"pause {k.pfc_pause_us} us")
+            print(f"  pfc  priority {prio}: XOFF {c.xoff} XON {c.xon} headroom {c.headroom} reserved {c.reserved} "
+                  f"bytes per ingress PG, refresh {c.refresh_us} us, pause {k.pfc_pause_us} us")
         for prefix, route_id, ports, group in ctl.route_table(name):
             via = f"group {group} ports {ports}" if group else f"port {ports[0]}"
             print(f"  route {prefix:<18} id {route_id:<3} -> {via}")
@@ -237,9 +258,27 @@ def _pfc(ctl, args):
                     pause_us=args.pause_us, switches=args.switch)
         return
     if len(args.values) != 2:
-        raise UsageError("pfc XOFF XON (packets, e.g. pfc 16 8) or pfc on|off")
+        raise UsageError("pfc XOFF XON (bytes per ingress PG, e.g. pfc 12000 6000) or pfc on|off")
     ctl.set_pfc(_int(args.values[0], "XOFF"), _int(args.values[1], "XON"), priorities=args.priorities,
-                refresh_us=args.refresh_us, pause_us=args.pause_us, switches=args.switch)
+                refresh_us=args.refresh_us, pause_us=args.pause_us, headroom=args.headroom,
+                reserved=args.reserved, switches=args.switch)
+
+
+def _headroom(args):
+    from testbed.switch.cli import parse_rate
+    try:
+        rate = parse_rate(args.rate)
+    except ValueError as exc:
+        print(f"rocelab fabric headroom: {exc}", file=sys.stderr)
+        return 2
+    room = buffers.headroom_bytes(rate, args.cable_m, args.mtu, args.response_us)
+    frame = buffers.max_frame_bytes(args.mtu)
+    in_flight = room - 2 * frame
+    print(f"{room}")
+    print(f"# {rate / 1e6:g} Mb/s x (2 x {args.cable_m:g} m x {buffers.PROPAGATION_NS_PER_M:g} ns/m + "
+          f"{args.response_us:g} us response) = {in_flight} bytes in flight, + 2 x {frame}-byte frames",
+          file=sys.stderr)
+    return 0
 
 
 def _dscp(ctl, args):

@@ -17,7 +17,7 @@ from testbed.control import pipeline_config
 from testbed.control import program_names as N
 from testbed.control.counters import read_switch
 from testbed.control.entries import Entry
-from testbed.control.knobs import KNOB_TABLES, Knobs, KnobError, knobs_from_entries
+from testbed.control.knobs import KNOB_TABLES, Knobs, KnobError, knobs_from_entries, with_headroom
 from testbed.control.p4runtime_io import (DEFAULT_PIPELINE_TIMEOUT, DEFAULT_RPC_TIMEOUT, ControlError,
                                           SwitchConnection, clone_session_entity)
 from testbed.control.plan import PLANNED_TABLES, ROUTING_TABLES, diff, plan_switch, te_override_entry
@@ -201,7 +201,7 @@ class FabricController:
             new = {}
             for name in targets:
                 self._state(name)                      # learn current knobs first
-                new[name] = update(self.knobs[name])   # validates before anything is written
+                new[name] = _with_port_headroom(update(self.knobs[name]), self.clos.switches[name])
             for name in targets:
                 self.knobs[name] = new[name]
                 plan = plan_switch(self.clos, name, self.routes[name], new[name])
@@ -240,9 +240,10 @@ class FabricController:
         self._set_knobs(switches, lambda k: k.without_ecn(priority))
 
     def set_pfc(self, xoff=None, xon=None, priorities=(3,), enabled=True, refresh_us=None, pause_us=None,
-                switches=None):
+                switches=None, headroom=None, reserved=None):
         """PFC generation. enabled=True: exactly `priorities` are lossless, with these XOFF/XON
-        thresholds in packets (None keeps the current ones); enabled=False: off on `priorities`.
+        thresholds in bytes per ingress PG (None keeps the current ones); enabled=False: off on
+        `priorities`.
         set_pfc(True) / set_pfc(False) switch it on/off with the current thresholds."""
         if isinstance(xoff, bool):
             enabled, xoff = xoff, None
@@ -251,7 +252,9 @@ class FabricController:
             return
         self._set_knobs(switches, lambda k: k.with_pfc(
             None if xoff is None else _whole(xoff, "XOFF"), None if xon is None else _whole(xon, "XON"),
-            priorities, True, refresh_us, pause_us))
+            priorities, True, refresh_us, pause_us,
+            None if headroom is None else _whole(headroom, "headroom"),
+            None if reserved is None else _whole(reserved, "reserved")))
 
     def set_pfc_thresholds(self, xoff, xon, switches=None):
         """New XOFF/XON on the priorities that already have PFC on (priority 3 if none has)."""
@@ -411,7 +414,12 @@ def _on_each(names, work, what):
 
 def _seeded(knobs, switch):
     # Different hash seeds per switch keep tiers from making correlated choices (polarization).
-    return replace(knobs, hash_seed=switch.device_id & 0xFFFF)
+    return _with_port_headroom(replace(knobs, hash_seed=switch.device_id & 0xFFFF), switch)
+
+
+def _with_port_headroom(knobs, switch):
+    """Unset PFC headroom comes from the calculator for the switch's fastest port."""
+    return with_headroom(knobs, max((p.rate_mbps for p in switch.ports.values()), default=0.0))
 
 
 def _short(entry):

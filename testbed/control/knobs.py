@@ -5,21 +5,24 @@ How each knob reaches the switch (all over P4Runtime):
   hash mode, QP-aware hashing,   default action of FabricIngress.ecmp_config (a keyless
   flowlet gap and choice, seed   table): set_ecmp_config(mode, qp_aware, gap, least_loaded, seed)
   DSCP -> priority               entries of FabricIngress.dscp_to_priority
-  PFC on/off per priority,       entries of FabricIngress.pfc_ingress_config and
-  XOFF/XON, XOFF refresh         FabricEgress.pfc_egress_config (no entry = PFC off)
+  PFC on/off per priority, the   entries of FabricIngress.pfc_ingress_config (no entry = PFC
+  PG profile (XOFF, XON,         off); the engine's traffic manager takes the lossless PG
+  headroom, reserved), refresh   profiles from them too (testbed/switch/buffers.py)
   PFC pause time                 FabricEgress.pfc_port: quanta per port, from its link rate
   ECN Kmin/Kmax/Pmax per queue   entries of FabricEgress.ecn_config (no entry = no marking)
 
 Hash modes: "5tuple" (src/dst IP, protocol, L4 ports), "qpn" (the same plus the BTH
 destination QP: Meta's E-ECMP), "flowlet" (a per-flow choice kept while packets keep
 coming closer than the flowlet gap; the flow key includes the QP when qp_aware).
-Thresholds are in packets, like enq_qdepth; times in microseconds.
+ECN thresholds are in packets, like enq_qdepth; PFC thresholds and buffers in bytes (held
+per ingress priority group); times in microseconds.
 """
 from dataclasses import dataclass, field, replace
-from typing import Dict
+from typing import Dict, Optional
 
 from testbed.control import program_names as N
 from testbed.control.entries import Entry, exact, mac_to_int, params
+from testbed.switch import buffers
 
 HASH_MODES = ("5tuple", "qpn", "flowlet")
 FLOWLET_CHOICES = ("random", "least_loaded")
@@ -29,6 +32,7 @@ DEFAULT_DSCP_MAP = {26: 3, 48: 6, 46: 7, 56: 7}
 PMAX_SCALE = 65536
 MAX_QUEUE_PACKETS = (1 << 19) - 1           # enq_qdepth is 19 bits wide
 MAX_TIME_US = (1 << 48) - 1
+MAX_BYTES = (1 << 32) - 1                    # the PG registers and profile fields are 32 bits
 PFC_QUANTUM_BITS = 512
 
 
@@ -61,40 +65,50 @@ class EcnProfile:
 
 @dataclass(frozen=True)
 class PfcConfig:
+    """A lossless priority group's profile, bytes per (ingress port, priority): XOFF/XON
+    thresholds, the headroom after XOFF (None: the headroom calculator's value for the
+    switch's fastest port, filled in per switch by the controller), the reserved share, and
+    how often a still-full PG refreshes its XOFF (us)."""
     xoff: int
     xon: int
     refresh_us: int
+    headroom: Optional[int] = None
+    reserved: int = 0
 
     def check(self, where="PFC"):
-        for name in ("xoff", "xon"):
+        for name in ("xoff", "xon", "reserved") + (("headroom",) if self.headroom is not None else ()):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_QUEUE_PACKETS:
-                raise KnobError(f"{where}: {name.upper()} must be a whole number of packets "
-                                f"in 0..{MAX_QUEUE_PACKETS} (got {value!r})")
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_BYTES:
+                raise KnobError(f"{where}: {name.upper() if name in ('xoff', 'xon') else name} must be a "
+                                f"whole number of bytes in 0..{MAX_BYTES} (got {value!r})")
         if not self.xon < self.xoff:
-            raise KnobError(f"{where}: XON ({self.xon}) must be below XOFF ({self.xoff}) packets")
+            raise KnobError(f"{where}: XON ({self.xon}) must be below XOFF ({self.xoff}) bytes")
         _check_time("PFC XOFF refresh", self.refresh_us, minimum=1)
         return self
 
 
-#: Lossless priority 3's XOFF/XON for the ports' default 64-packet queues. What arrives after
-#: the queue passes XOFF must still fit (headroom = 64 - XOFF), per upstream port:
-#:   - the reaction: the XOFF waits for the packet on the wire (1 MTU, 0.9 ms at 10 Mb/s), the
-#:     upstream finishes the packet it is sending (1 MTU), propagation (0 by default) and the
-#:     engine switches' own service time (a few ms on a loaded 2-core machine): ~2-5 packets;
-#:   - the emulated NIC's pacer burst: after a pause it sends its 16 KB token bucket back to
-#:     back (~15 packets of 1 KB) before it sees the next XOFF.
-#: A leaf queue is fed by up to 3 ports (2 hosts + a spine): 2 x (15 + 5) + 5 = 45 packets,
-#: so XOFF 16 leaves 48 (XOFF 24 tail-dropped lossless traffic in the 2:1 oversubscribed
-#: ring). XON 8 still holds ~7 ms of work at 10 Mb/s while the upstreams resume.
-#: The pause an XOFF asks for is long (200 ms, Knobs.pfc_pause_us) and the queue's XON ends it:
-#: a paused upstream sends nothing that could trigger a refresh, so a short pause ran out while
-#: the queue was still full and the upstream's burst overflowed it.
-DEFAULT_PFC_XOFF, DEFAULT_PFC_XON, DEFAULT_PFC_REFRESH_US = 16, 8, 10_000
+#: Lossless priority 3's profile (testbed/switch/buffers.py has the numbers and why). XOFF/XON
+#: are bytes one ingress PG holds: production switches account the buffer per ingress port and
+#: priority, so each upstream gets its own XOFF and its own headroom for what it still sends
+#: after it (the headroom calculator: cable delay, response time incl. the real-time loop lag,
+#: a maximum frame each way).
+#: The pause an XOFF asks for is long (200 ms, Knobs.pfc_pause_us) and the PG's XON ends it;
+#: while the PG stays above XOFF the program refreshes the pause every refresh interval.
+DEFAULT_PFC_XOFF, DEFAULT_PFC_XON, DEFAULT_PFC_REFRESH_US = buffers.LAB_XOFF_BYTES, buffers.LAB_XON_BYTES, 10_000
 
 
 def default_pfc():
     return PfcConfig(DEFAULT_PFC_XOFF, DEFAULT_PFC_XON, DEFAULT_PFC_REFRESH_US)
+
+
+def with_headroom(knobs, rate_mbps, mtu=buffers.LAB_MTU):
+    """`knobs` with every PFC profile's unset headroom filled in from the headroom calculator
+    for a port of `rate_mbps` (the real-time response time: buffers.REALTIME_RESPONSE_US)."""
+    if all(c.headroom is not None for c in knobs.pfc.values()):
+        return knobs
+    room = buffers.headroom_bytes(rate_mbps * 1e6, buffers.LAB_CABLE_M, mtu, buffers.REALTIME_RESPONSE_US)
+    return replace(knobs, pfc={p: c if c.headroom is not None else replace(c, headroom=room)
+                               for p, c in knobs.pfc.items()})
 
 
 @dataclass(frozen=True)
@@ -162,7 +176,8 @@ class Knobs:
         ecn.pop(priority, None)
         return replace(self, ecn=ecn).check()
 
-    def with_pfc(self, xoff=None, xon=None, priorities=(3,), enabled=True, refresh_us=None, pause_us=None):
+    def with_pfc(self, xoff=None, xon=None, priorities=(3,), enabled=True, refresh_us=None, pause_us=None,
+                 headroom=None, reserved=None):
         """enabled=True: exactly `priorities` are lossless, with these thresholds (None keeps the
         current ones, or the defaults); enabled=False: PFC off on `priorities`."""
         priorities = tuple(priorities)
@@ -176,7 +191,9 @@ class Knobs:
                 old = self.pfc.get(prio, template)
                 new[prio] = PfcConfig(old.xoff if xoff is None else xoff,
                                       old.xon if xon is None else xon,
-                                      old.refresh_us if refresh_us is None else refresh_us)
+                                      old.refresh_us if refresh_us is None else refresh_us,
+                                      old.headroom if headroom is None else headroom,
+                                      old.reserved if reserved is None else reserved)
             pfc = new
         else:
             for prio in priorities:
@@ -218,11 +235,11 @@ def knob_entries(knobs, switch):
     out = [ecmp_config_entry(knobs)]
     for dscp, prio in sorted(knobs.dscp_map.items()):
         out.append(Entry(N.DSCP_TO_PRIORITY, (exact(dscp),), N.SET_PRIORITY, params(priority=prio)))
-    for prio, cfg in sorted(knobs.pfc.items()):
+    fastest = max((p.rate_mbps for p in switch.ports.values()), default=0.0)
+    for prio, cfg in sorted(with_headroom(knobs, fastest).pfc.items()):
         out.append(Entry(N.PFC_INGRESS_CONFIG, (exact(prio),), N.SET_PFC_INGRESS,
-                         params(xoff=cfg.xoff, refresh_us=cfg.refresh_us)))
-        out.append(Entry(N.PFC_EGRESS_CONFIG, (exact(prio),), N.SET_PFC_EGRESS,
-                         params(xoff=cfg.xoff, xon=cfg.xon, refresh_us=cfg.refresh_us)))
+                         params(xoff=cfg.xoff, xon=cfg.xon, headroom=cfg.headroom, reserved=cfg.reserved,
+                                refresh_us=cfg.refresh_us)))
     for prio, profile in sorted(knobs.ecn.items()):
         out.append(Entry(N.ECN_CONFIG, (exact(prio),), N.SET_ECN_THRESHOLDS,
                          params(kmin=profile.kmin, kmax=profile.kmax, pmax=profile.pmax_scaled)))
@@ -232,8 +249,7 @@ def knob_entries(knobs, switch):
     return out
 
 
-KNOB_TABLES = (N.ECMP_CONFIG, N.DSCP_TO_PRIORITY, N.PFC_INGRESS_CONFIG, N.PFC_EGRESS_CONFIG,
-               N.ECN_CONFIG, N.PFC_PORT)
+KNOB_TABLES = (N.ECMP_CONFIG, N.DSCP_TO_PRIORITY, N.PFC_INGRESS_CONFIG, N.ECN_CONFIG, N.PFC_PORT)
 
 
 def knobs_from_entries(entries, base=None, switch=None):
@@ -245,7 +261,7 @@ def knobs_from_entries(entries, base=None, switch=None):
     quanta = {}
     hash_mode, qp_aware, gap, choice, seed = base.hash_mode, base.qp_aware, base.flowlet_gap_us, \
         base.flowlet_choice, base.hash_seed
-    dscp_map, ecn, pfc_in, pfc_eg = {}, {}, {}, {}
+    dscp_map, ecn, pfc = {}, {}, {}
     for e in entries:
         if e.table == N.ECMP_CONFIG and e.default and e.action == N.SET_ECMP_CONFIG:
             qp_aware = bool(e.param("qp_aware"))
@@ -260,16 +276,15 @@ def knobs_from_entries(entries, base=None, switch=None):
             dscp_map[e.match[0][1]] = e.param("priority")
         elif e.table == N.ECN_CONFIG and e.action == N.SET_ECN_THRESHOLDS:
             ecn[e.match[0][1]] = EcnProfile(e.param("kmin"), e.param("kmax"), _pmax_from_scaled(e.param("pmax")))
-        elif e.table == N.PFC_EGRESS_CONFIG and e.action == N.SET_PFC_EGRESS:
-            pfc_eg[e.match[0][1]] = PfcConfig(e.param("xoff"), e.param("xon"), e.param("refresh_us"))
         elif e.table == N.PFC_INGRESS_CONFIG and e.action == N.SET_PFC_INGRESS:
-            pfc_in[e.match[0][1]] = e
+            pfc[e.match[0][1]] = PfcConfig(e.param("xoff"), e.param("xon"), e.param("refresh_us"),
+                                           e.param("headroom"), e.param("reserved"))
         elif e.table == N.PFC_PORT and e.action == N.SET_PFC_PORT:
             quanta[e.match[0][1]] = e.param("quanta")
     return replace(base, hash_mode=hash_mode, qp_aware=qp_aware, flowlet_gap_us=gap, flowlet_choice=choice,
                    hash_seed=seed, dscp_map=dscp_map, ecn=ecn,
                    pfc_pause_us=_pause_from_quanta(quanta, switch, base.pfc_pause_us),
-                   pfc={p: c for p, c in pfc_eg.items() if p in pfc_in})
+                   pfc=pfc)
 
 
 def _pause_from_quanta(quanta, switch, default):

@@ -12,7 +12,6 @@ IPV4_LPM = "FabricIngress.ipv4_lpm"
 TE_OVERRIDE = "FabricIngress.te_override"
 ECMP_MEMBER = "FabricIngress.ecmp_member"
 PFC_PORT = "FabricEgress.pfc_port"
-PFC_EGRESS_CONFIG = "FabricEgress.pfc_egress_config"
 ECN_CONFIG = "FabricEgress.ecn_config"
 
 # --- actions ---
@@ -23,7 +22,6 @@ FORWARD = "FabricIngress.forward"
 ROUTE_TO_PORT = "FabricIngress.route_to_port"
 ROUTE_TO_GROUP = "FabricIngress.route_to_group"
 SET_PFC_PORT = "FabricEgress.set_pfc_port"
-SET_PFC_EGRESS = "FabricEgress.set_pfc_egress"
 SET_ECN_THRESHOLDS = "FabricEgress.set_ecn_thresholds"
 
 # --- counters (indexed (port << 3) | priority unless said otherwise) ---

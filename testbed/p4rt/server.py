@@ -229,6 +229,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             except Exception as exc:   # an engine fault answers INTERNAL, never kills the server
                 LOG.exception("write failed")
                 results.append(P4RuntimeError(code_pb2.INTERNAL, f"{type(exc).__name__}: {exc}"))
+        sync = getattr(self.switch, "sync_pg_profiles", None)
+        if sync is not None:       # the engine's buffer takes its PG profiles from a table
+            sync()
         if any(r is not None for r in results):
             abort_with_status(context, write_batch_status(results))
         return p4runtime_pb2.WriteResponse()

@@ -15,7 +15,8 @@ import socketserver
 import threading
 
 AGENT_OPS = ("ports", "set_port_rate", "set_queue_depth", "set_impairments", "set_pfc",
-             "queue_depth", "pause_state", "port_counters", "mirroring_add", "mirroring_delete")
+             "queue_depth", "pause_state", "port_counters", "mirroring_add", "mirroring_delete",
+             "buffer_status", "reset_watermarks", "set_watchdog")
 MAX_REQUEST_BYTES = 64 * 1024     # one request line; a longer one is refused and skipped
 LOG = logging.getLogger("rocelab.agent")
 
@@ -51,6 +52,19 @@ class SwitchAgent:
         raise NotImplementedError
 
     def port_counters(self, port):
+        raise NotImplementedError
+
+    def buffer_status(self):
+        """The shared buffer, lossless PG profiles, watchdog settings and measured loop lag."""
+        raise NotImplementedError
+
+    def reset_watermarks(self):
+        """Restart the high-water marks (pg_max_bytes, max_queue_bytes) and loop-lag statistics."""
+        raise NotImplementedError
+
+    def set_watchdog(self, detect_ms=None, restore_ms=None, action=None):
+        """PFC watchdog: detection time (ms; 0 off, -1 auto), restoration time (ms), drop|forward.
+        None leaves a setting as it is."""
         raise NotImplementedError
 
     def mirroring_add(self, session, port):
@@ -97,6 +111,25 @@ class EngineAgent(SwitchAgent):
     def port_counters(self, port):
         self._port(port)
         return self.switch.port_status(int(port))
+
+    def buffer_status(self):
+        return self.switch.buffer_status()
+
+    def reset_watermarks(self):
+        self.switch.reset_watermarks()
+
+    def set_watchdog(self, detect_ms=None, restore_ms=None, action=None):
+        from dataclasses import replace
+        config = self.switch.buffer.config
+        changes = {}
+        if detect_ms is not None:
+            changes["watchdog_detect_s"] = None if detect_ms < 0 else detect_ms / 1000.0
+        if restore_ms is not None:
+            changes["watchdog_restore_s"] = restore_ms / 1000.0
+        if action is not None:
+            changes["watchdog_action"] = action
+        with self.switch.lock:
+            _checked(self.switch.buffer.configure, replace(config, **changes))
 
     def mirroring_add(self, session, port):
         pipeline = self._pipeline()
@@ -230,6 +263,14 @@ def _optional(check):
     return lambda name, value: None if value is None else check(name, value)
 
 
+def _choice(*allowed):
+    def check(name, value):
+        if value not in allowed:
+            raise AgentError(f"{name}: {_shown(value)} is not one of {', '.join(allowed)}")
+        return value
+    return check
+
+
 def _priorities(name, value):
     if not isinstance(value, list) or len(value) > 8:
         raise AgentError(f"{name}: {_shown(value)} is not a list of priorities 0..7")
@@ -255,6 +296,11 @@ def _request_rules():
         "port_counters": {"port": (_port, True)},
         "mirroring_add": {"session": (session, True), "port": (_port, True)},
         "mirroring_delete": {"session": (session, True)},
+        "buffer_status": {},
+        "reset_watermarks": {},
+        "set_watchdog": {"detect_ms": (_optional(_number(-1, 3_600_000)), False),
+                         "restore_ms": (_optional(_number(0, 3_600_000)), False),
+                         "action": (_optional(_choice("drop", "forward")), False)},
     }
 
 
@@ -353,6 +399,17 @@ class RemoteEngineAgent(SwitchAgent):
 
     def port_counters(self, port):
         return self._call("port_counters", port=port)
+
+    def buffer_status(self):
+        return self._call("buffer_status")
+
+    def reset_watermarks(self):
+        return self._call("reset_watermarks")
+
+    def set_watchdog(self, detect_ms=None, restore_ms=None, action=None):
+        args = {k: v for k, v in (("detect_ms", detect_ms), ("restore_ms", restore_ms), ("action", action))
+                if v is not None}
+        return self._call("set_watchdog", **args)
 
     def mirroring_add(self, session, port):
         return self._call("mirroring_add", session=session, port=port)

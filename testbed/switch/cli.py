@@ -163,6 +163,7 @@ def run(args):
         return _fail(str(exc), 1)
     captures = PortCaptures(args.pcap, {n: p.iface for n, p in ports.items()}) if args.pcap else None
     switch = Switch(ports, cpu_port=args.cpu_port, captures=captures, log=log)
+    switch.notice = _console_log        # rare events (PFC watchdog storms) go to the switch's log
     for egress in switch.egress_ports.values():
         if egress.number == args.cpu_port:
             continue

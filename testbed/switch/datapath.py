@@ -1,8 +1,9 @@
 """The switch's data path: one thread running a time-ordered event loop.
 
 RX on every port (poll on raw sockets) -> port MAC (PFC frames consumed here)
--> Pipeline.ingress -> traffic manager (per port: 8 strict-priority queues,
-depth limits, shaped rate, pause state) -> Pipeline.egress at dequeue -> the
+-> Pipeline.ingress -> traffic manager (the shared buffer charged per ingress
+priority group, with lossless headroom; per port: 8 strict-priority queues,
+shaped rate, pause state, PFC watchdog) -> Pipeline.egress at dequeue -> the
 wire (delay, jitter, loss) -> TX. Packet-out from the controller enters as if
 received on the CPU port; what egresses to the CPU port goes to
 `packet_in_handler`.
@@ -17,7 +18,10 @@ import threading
 import time
 
 from testbed.switch import pfc
-from testbed.switch.traffic_manager import DelayLine, EgressPort, NUM_PRIORITIES
+from testbed.switch.buffers import (PG_PROFILE_TABLE, WATCHDOG_DETECT_S, BufferConfigError, PgProfile,
+                                    auto_watchdog_detect_s)
+from testbed.switch.looplag import LagHistogram
+from testbed.switch.traffic_manager import BufferAccount, DelayLine, EgressPort, NUM_PRIORITIES
 
 RX_BATCH = 64           # frames read from one port before looking at the others
 MIN_ETHERNET = 14       # shorter frames are runts: the MAC discards them
@@ -44,7 +48,8 @@ class Switch:
     ports: {port_number: RawPort-like object with .fd, .recv(n), .send(bytes), .iface}
     """
 
-    def __init__(self, ports, cpu_port=None, captures=None, log=None, clock=time.perf_counter):
+    def __init__(self, ports, cpu_port=None, captures=None, log=None, clock=time.perf_counter,
+                 buffer_config=None):
         self.ports = dict(ports)
         self.cpu_port = cpu_port
         self.captures = captures
@@ -57,6 +62,10 @@ class Switch:
         if cpu_port is not None and cpu_port not in self.egress_ports:
             self.egress_ports[cpu_port] = EgressPort(cpu_port)
         self.counters = {n: PortCounters() for n in self.egress_ports}
+        self.buffer = BufferAccount([n for n in self.ports if n != cpu_port], buffer_config)
+        self.loop_lag = LagHistogram()       # how late the real-time loop ran (run())
+        self.notice = None                  # callable(str) for rare events (watchdog)
+        self._watched = set()               # egress ports with a pause in progress or a storm
         self.delay_line = DelayLine()
         self.packet_in_handler = None       # callable(frame) for frames egressing to the CPU port
         self.pipeline_errors = 0
@@ -79,10 +88,37 @@ class Switch:
         """Swap in a new pipeline; queued packets of the old one are discarded."""
         with self.lock:
             for port in self.egress_ports.values():
-                port.clear()
+                for nbytes, charge in port.clear():
+                    if charge is not None:
+                        self.buffer.release(charge, nbytes)
             self._busy.clear()
             self.pipeline = pipeline
+            self.sync_pg_profiles()
         self._wake()
+
+    def sync_pg_profiles(self):
+        """Take the lossless PG profiles from the program's PG_PROFILE_TABLE (entries keyed by
+        priority, action parameters xoff, xon, headroom, reserved in bytes): the PFC knobs
+        written over P4Runtime configure the buffer too. A program without it: all lossy.
+        Returns an error text when the profiles do not fit the buffer (the old ones stay)."""
+        table = (getattr(self.pipeline, "tables", None) or {}).get(PG_PROFILE_TABLE)
+        profiles = {}
+        if table is not None:
+            for entry in table.entries():
+                args = getattr(entry.action, "args", None) or {}
+                if not entry.keys or not {"xoff", "xon", "headroom"} <= set(args):
+                    continue
+                prio = getattr(entry.keys[0], "value", None)
+                if isinstance(prio, int) and 0 <= prio < NUM_PRIORITIES:
+                    profiles[prio] = PgProfile(xoff=args["xoff"], xon=args["xon"], headroom=args["headroom"],
+                                               reserved=args.get("reserved", 0), lossless=True)
+        with self.lock:
+            try:
+                self.buffer.set_profiles(profiles)
+            except BufferConfigError as exc:
+                self.last_error = str(exc)
+                return str(exc)
+        return None
 
     def inject(self, port, frame):
         """Process `frame` as if it arrived on `port` (packet-out uses the CPU port); False (the
@@ -154,8 +190,12 @@ class Switch:
         poller.register(self._wake_r, select.POLLIN)
         clock = self.clock
         next_flush = clock() + PCAP_FLUSH_SECONDS
+        wake_at = None
+        lag = self.loop_lag
         while not self._stop.is_set():
             now = clock()
+            if wake_at is not None and now > wake_at:
+                lag.add(now - wake_at)       # ran late: everything due waited this long
             wake_at = self._service(now)
             if self.captures and now >= next_flush:
                 self.captures.flush()
@@ -215,7 +255,7 @@ class Switch:
             self._pipeline_fault("ingress", number, exc)
             return
         for job in jobs:
-            self._enqueue(job, now_us)
+            self._enqueue(job, now_us, number)
 
     def _mac_control(self, number, frame, now):
         """Consume a PFC frame on a PFC-enabled port; True if consumed."""
@@ -229,11 +269,13 @@ class Switch:
         except ValueError:
             return True   # a truncated PFC frame is still a MAC control frame: swallowed
         acted = port.apply_pfc(entries, now)
+        if acted:
+            self._watched.add(number)
         if self.log:
             self.log(f"[port {number}] PFC received {entries}; pausing/resuming priorities {acted}")
         return True
 
-    def _enqueue(self, job, now_us):
+    def _enqueue(self, job, now_us, in_port=None):
         out = job.egress_port
         port = self.egress_ports.get(out)
         if port is None:
@@ -247,7 +289,19 @@ class Switch:
             if self.log:
                 self.log(f"priority {prio} is not a queue (0..7): packet dropped")
             return
-        depth = port.enqueue(job, prio, now_us)
+        # the buffer first: charged to the ingress PG (= priority) and the egress queue
+        nbytes = job.packet_length
+        charge = self.buffer.admit(in_port, prio, nbytes, port.queue_bytes[prio])
+        if charge is None:
+            lossless = in_port is not None and self.buffer.lossless(prio)
+            if not lossless:
+                port.tail_drops[prio] += 1
+            if self.log:
+                self.log(f"port {in_port} PG {prio} headroom exhausted: lossless packet dropped" if lossless
+                         else f"egress port {out} queue {prio} over its buffer threshold: tail drop")
+            return
+        depth = port.enqueue(job, prio, now_us, nbytes, charge,
+                             lossless=in_port is not None and self.buffer.lossless(prio))
         if self.log:
             if depth < 0:
                 self.log(f"egress port {out} queue {prio} full: tail drop")
@@ -255,6 +309,8 @@ class Switch:
                 self.log(f"enqueued on egress port {out} queue {prio} (depth {depth})")
         if depth >= 0:
             self._busy.add(out)
+        else:
+            self.buffer.release(charge, nbytes)
 
     def counters_for_drop(self):
         # Drops with no valid egress port are charged to a catch-all counter set.
@@ -266,9 +322,16 @@ class Switch:
     def _service(self, now):
         """Dequeue what each port may send now, release due frames; returns the next wake time."""
         wake = None
+        if self._watched:
+            detect = self.watchdog_detect_s()
+            if detect:
+                with self.lock:
+                    wake = self._watchdog(now, detect)
         if self._busy:
             with self.lock:
-                wake = self._service_queues(now)
+                due = self._service_queues(now)
+            if due is not None and (wake is None or due < wake):
+                wake = due
         if self.delay_line:
             for number, frame in self.delay_line.pop_due(self.clock()):
                 self._transmit(number, frame)
@@ -289,7 +352,9 @@ class Switch:
                     if when is not None and (wake is None or when < wake):
                         wake = when
                     break
-                job, enq_ts, enq_depth = port.dequeue(prio)
+                job, enq_ts, enq_depth, nbytes, charge = port.pop(prio)
+                if charge is not None:
+                    self.buffer.release(charge, nbytes)
                 now_us = int((now - t0) * 1_000_000)
                 try:
                     tx, more = pipeline.egress(job, now_us, enq_ts, enq_depth,
@@ -297,6 +362,11 @@ class Switch:
                 except Exception as exc:
                     self._pipeline_fault("egress", number, exc)
                     continue
+                if port.stormed[prio] and self.buffer.config.watchdog_action == "drop":
+                    # the PFC watchdog drops what a stormed queue holds; it still went through
+                    # egress, so the program's per-PG byte counts stay right
+                    port.storm_drops[prio] += 1
+                    tx = ()
                 sent = 0
                 for out, frame in tx:
                     sent += len(frame)
@@ -306,6 +376,41 @@ class Switch:
                     self._enqueue(extra, now_us)
             if not port.backlog:
                 self._busy.discard(number)
+        return wake
+
+    def watchdog_detect_s(self):
+        """The PFC watchdog's detection time: as configured, or "auto" (buffers.py): 200 ms or
+        twice the longest pause this switch's PGs can legitimately cause, at its slowest port
+        shared by all the others."""
+        detect = self.buffer.config.watchdog_detect_s
+        if detect is not None:
+            return detect
+        rates = [p.rate_bps for n, p in self.egress_ports.items() if n != self.cpu_port and p.rate_bps]
+        if not rates:
+            return WATCHDOG_DETECT_S
+        return auto_watchdog_detect_s(self.buffer.profiles, max(1, len(rates) - 1), min(rates))
+
+    def _watchdog(self, now, detect_s):
+        """The PFC watchdog of every port with a pause in progress; returns its next wake."""
+        config = self.buffer.config
+        wake = None
+        for number in list(self._watched):
+            port = self.egress_ports[number]
+            events, due = port.watchdog(now, detect_s, config.watchdog_restore_s)
+            for prio, what in events:
+                if what == "stormed":
+                    self._busy.add(number)       # its queue is served again, paused or not
+                message = (f"PFC watchdog: port {number} priority {prio} {what} at "
+                           f"{now - self.t0:.3f} s" + (f" (paused for {detect_s * 1e3:g} ms; "
+                                                       f"{config.watchdog_action} its packets)"
+                                                       if what == "stormed" else ""))
+                for sink in (self.notice, self.log):
+                    if sink:
+                        sink(message)
+            if due is None and not port.watching():
+                self._watched.discard(number)
+            elif due is not None and (wake is None or due < wake):
+                wake = due
         return wake
 
     def _to_wire(self, number, frame, now):
@@ -368,5 +473,27 @@ class Switch:
             "pause_remaining_us": [round(port.pause_remaining(p, now) * 1e6) for p in range(NUM_PRIORITIES)],
             "delay_us": port.delay * 1e6, "jitter_us": port.jitter * 1e6, "loss": port.loss,
             "loss_drops": port.loss_drops,
+            "queue_bytes": list(port.queue_bytes),
+            "max_queue_bytes": list(port.max_queue_bytes),
+            "watchdog_storms": list(port.storms),
+            "watchdog_drops": list(port.storm_drops),
+            "watchdog_stormed": [p for p in range(NUM_PRIORITIES) if port.stormed[p]],
+            **self.buffer.port_state(number),
             **counters,
         }
+
+    def buffer_status(self):
+        """The buffer, its profiles and watchdog, and the loop's measured lag."""
+        with self.lock:
+            status = self.buffer.status()
+            status["watchdog"]["detect_s"] = self.watchdog_detect_s()
+            status["watchdog"]["auto"] = self.buffer.config.watchdog_detect_s is None
+            return {**status, "loop_lag": self.loop_lag.summary()}
+
+    def reset_watermarks(self):
+        """Restart the high-water marks (PG bytes, queue bytes) and the loop lag statistics."""
+        with self.lock:
+            self.buffer.reset_watermarks()
+            for port in self.egress_ports.values():
+                port.max_queue_bytes = list(port.queue_bytes)
+            self.loop_lag.reset()

@@ -1,14 +1,19 @@
-"""The traffic manager of one egress port: 8 strict-priority queues, tail drop,
-byte-accurate rate shaping, PFC pause state, and the link's delay/jitter/loss.
+"""The traffic manager: the switch's shared buffer (BufferAccount: bytes per ingress
+priority group, lossless headroom, lossy dynamic thresholds) and, per egress port
+(EgressPort), 8 strict-priority queues, byte-accurate rate shaping, PFC pause state,
+the PFC watchdog, and the link's delay/jitter/loss.
 
-Times are seconds of one monotonic clock (the switch's); queue depths are in
-packets and are reported to the program like BMv2 does: enq_qdepth is the
-depth of the packet's queue just before it was added, deq_qdepth just after it
-left.
+Times are seconds of the switch's clock, always passed in as `now` (real or virtual:
+nothing here reads a clock); queue depths are in packets and are reported to the
+program like BMv2 does: enq_qdepth is the depth of the packet's queue just before it
+was added, deq_qdepth just after it left. Buffer sizes are bytes (testbed/switch/buffers.py).
 """
 from collections import deque
+from dataclasses import asdict
 import heapq
 import random
+
+from testbed.switch.buffers import LOSSY_PROFILE, BufferConfig, BufferConfigError
 
 NUM_PRIORITIES = 8
 DEFAULT_QUEUE_DEPTH = 64            # packets, BMv2's default
@@ -20,9 +25,11 @@ CATCH_UP_SECONDS = 0.002
 
 class EgressPort:
     __slots__ = ("number", "queues", "depth_limit", "tail_drops", "enqueued", "dequeued",
+                 "queue_bytes", "max_queue_bytes",
                  "rate_bps", "link_free_at", "backlog",
                  "pfc_enabled", "pause_until", "pause_started", "paused_seconds",
-                 "pfc_frames", "pfc_rx", "delay", "jitter", "loss", "loss_drops", "_rng")
+                 "pfc_frames", "pfc_rx", "last_pause_rx", "stormed", "storm_since", "storms", "storm_drops",
+                 "delay", "jitter", "loss", "loss_drops", "_rng")
 
     def __init__(self, number, rate_bps=0, depth=DEFAULT_QUEUE_DEPTH):
         self.number = number
@@ -31,6 +38,8 @@ class EgressPort:
         self.tail_drops = [0] * NUM_PRIORITIES
         self.enqueued = [0] * NUM_PRIORITIES
         self.dequeued = [0] * NUM_PRIORITIES
+        self.queue_bytes = [0] * NUM_PRIORITIES
+        self.max_queue_bytes = [0] * NUM_PRIORITIES
         self.rate_bps = rate_bps          # 0 = unlimited
         self.link_free_at = 0.0
         self.backlog = 0
@@ -40,6 +49,11 @@ class EgressPort:
         self.paused_seconds = [0.0] * NUM_PRIORITIES
         self.pfc_frames = 0
         self.pfc_rx = [0] * NUM_PRIORITIES
+        self.last_pause_rx = [0.0] * NUM_PRIORITIES   # when a non-zero pause last arrived
+        self.stormed = [False] * NUM_PRIORITIES       # PFC watchdog: pauses ignored
+        self.storm_since = [0.0] * NUM_PRIORITIES
+        self.storms = [0] * NUM_PRIORITIES
+        self.storm_drops = [0] * NUM_PRIORITIES
         self.delay = 0.0
         self.jitter = 0.0
         self.loss = 0.0
@@ -76,21 +90,29 @@ class EgressPort:
         self.pfc_enabled = mask
 
     # -- queues ----------------------------------------------------------
-    def enqueue(self, job, priority, now_us):
-        """Queue `job`; returns enq_qdepth, or -1 when the queue is full (tail drop)."""
+    def enqueue(self, job, priority, now_us, nbytes=0, charge=None, lossless=False):
+        """Queue `job`; returns enq_qdepth, or -1 when the queue is full (tail drop).
+
+        The packet limit applies to lossy queues only: what a lossless queue may hold is the
+        buffer's decision (BufferAccount, at ingress), never a tail drop here. `charge` is the
+        buffer charge the packet releases when it leaves (see Switch._release)."""
         queue = self.queues[priority]
         depth = len(queue)
-        if depth >= self.depth_limit[priority]:
+        if depth >= self.depth_limit[priority] and not lossless:
             self.tail_drops[priority] += 1
             return -1
-        queue.append((job, now_us, depth))
+        queue.append((job, now_us, depth, nbytes, charge))
         self.enqueued[priority] += 1
         self.backlog += 1
+        held = self.queue_bytes[priority] + nbytes
+        self.queue_bytes[priority] = held
+        if held > self.max_queue_bytes[priority]:
+            self.max_queue_bytes[priority] = held
         return depth
 
     def next_eligible(self, now):
         """(priority, 0) of the queue to serve now, or (None, when) with the time something
-        may become eligible (None: nothing queued)."""
+        may become eligible (None: nothing queued). A stormed queue ignores its pause."""
         if self.rate_bps and self.link_free_at > now:
             return None, self.link_free_at
         wake = None
@@ -98,20 +120,25 @@ class EgressPort:
         for prio in range(NUM_PRIORITIES - 1, -1, -1):
             if self.queues[prio]:
                 until = pause_until[prio]
-                if until > now:
+                if until > now and not self.stormed[prio]:
                     if wake is None or until < wake:
                         wake = until
                     continue
-                if until:
+                if until and until <= now:
                     self._end_pause(prio, until)
                 return prio, 0
         return None, wake
 
     def dequeue(self, priority):
         """(job, enq_timestamp_us, enq_qdepth) from the head of queue `priority`."""
+        return self.pop(priority)[:3]
+
+    def pop(self, priority):
+        """(job, enq_timestamp_us, enq_qdepth, nbytes, charge) from the head of queue `priority`."""
         item = self.queues[priority].popleft()
         self.backlog -= 1
         self.dequeued[priority] += 1
+        self.queue_bytes[priority] -= item[3]
         return item
 
     def occupy_link(self, nbytes, now):
@@ -128,9 +155,13 @@ class EgressPort:
         return len(self.queues[priority])
 
     def clear(self):
+        """Empty every queue; returns the charges of what was queued (to release)."""
+        charges = [(item[3], item[4]) for queue in self.queues for item in queue]
         for queue in self.queues:
             queue.clear()
         self.backlog = 0
+        self.queue_bytes = [0] * NUM_PRIORITIES
+        return charges
 
     # -- PFC reception -----------------------------------------------------
     def apply_pfc(self, entries, now):
@@ -143,6 +174,8 @@ class EgressPort:
             if not self.pfc_enabled & (1 << prio):
                 continue
             acted.append(prio)
+            if quanta:
+                self.last_pause_rx[prio] = now
             if quanta == 0:
                 if self.pause_until[prio] > now:
                     self._end_pause(prio, now)
@@ -174,6 +207,45 @@ class EgressPort:
     def pause_remaining(self, prio, now):
         return max(0.0, self.pause_until[prio] - now)
 
+    # -- PFC watchdog --------------------------------------------------------
+    def watchdog(self, now, detect_s, restore_s):
+        """Declare stormed the priorities paused without a break for `detect_s`, restore
+        those that received no pause for `restore_s`. Returns (events, wake): events are
+        (priority, "stormed" | "restored"), wake the next time this needs a look (or None)."""
+        events = []
+        wake = None
+        for prio in range(NUM_PRIORITIES):
+            if self.stormed[prio]:
+                # restored once no pause has come for restore_s (counted from the storm at least)
+                due = max(self.last_pause_rx[prio], self.storm_since[prio]) + restore_s
+                if now >= due:
+                    self.stormed[prio] = False
+                    if self.pause_until[prio]:
+                        self._end_pause(prio, min(now, self.pause_until[prio]))
+                    events.append((prio, "restored"))
+                    continue
+            else:
+                started = self.pause_started[prio]
+                if started is None:
+                    continue
+                if self.pause_until[prio] <= now:   # ran out with nothing queued behind it
+                    self._end_pause(prio, self.pause_until[prio])
+                    continue
+                due = started + detect_s
+                if now >= due:
+                    self.stormed[prio] = True
+                    self.storm_since[prio] = now
+                    self.storms[prio] += 1
+                    events.append((prio, "stormed"))
+                    due = now + restore_s
+            if wake is None or due < wake:
+                wake = due
+        return events, wake
+
+    def watching(self):
+        """True while a pause is in progress or a queue is stormed."""
+        return any(self.stormed) or any(s is not None for s in self.pause_started)
+
     # -- the wire ----------------------------------------------------------
     def wire_delay(self):
         """Seconds until a frame leaving now arrives, or None if the link loses it."""
@@ -184,6 +256,151 @@ class EgressPort:
         if self.jitter:
             delay = max(0.0, delay + self._rng.uniform(-self.jitter, self.jitter))
         return delay
+
+
+class BufferAccount:
+    """The shared buffer of one switch, charged per (ingress port, priority group).
+
+    Every admitted packet is held by its ingress PG (here) and its egress queue (EgressPort)
+    until it leaves. A PG's bytes sit in three places, filled in this order and released in
+    the reverse one: its reservation, the shared pool, its headroom (lossless PGs only).
+
+    lossless PG  reservation, then the shared pool while the PG holds less than XOFF (the P4
+                 program pauses the upstream at XOFF), then the headroom; a packet the
+                 headroom cannot take is dropped and counted in headroom_drops: the one
+                 number that must stay 0.
+    lossy PG     reservation, then the shared pool if the egress queue stays below alpha x
+                 the free shared pool (dynamic threshold); otherwise a tail drop.
+
+    The pool is what is left of total_bytes after every port's reservations and headrooms.
+    PG = priority (one PG per priority). Packets with no ingress port (copies the pipeline
+    makes, PFC frames) are charged to the pool only, like a lossy PG."""
+
+    def __init__(self, ports, config=None):
+        self.ports = sorted(ports)
+        self.config = (config or BufferConfig()).check()
+        self.profiles = [LOSSY_PROFILE] * NUM_PRIORITIES
+        self.in_reserved = {}       # (port, pg) -> bytes
+        self.in_shared = {}
+        self.in_headroom = {}
+        self.max_held = {}          # (port, pg) -> the most it held
+        self.headroom_drops = {}    # (port, pg) -> packets
+        self.shared_used = 0
+        self.pool_bytes = 0
+        self._resize()
+
+    # -- configuration -------------------------------------------------------
+    def configure(self, config):
+        old = self.config
+        self.config = config.check()
+        try:
+            self._resize()
+        except BufferConfigError:
+            self.config = old
+            raise
+
+    def set_profiles(self, profiles):
+        """{pg: PgProfile}; PGs not named become lossy with no reservation."""
+        new = [LOSSY_PROFILE] * NUM_PRIORITIES
+        for pg, profile in profiles.items():
+            if not isinstance(pg, int) or not 0 <= pg < NUM_PRIORITIES:
+                raise BufferConfigError(f"PG {pg!r} is not a priority in 0..7")
+            new[pg] = profile.check(f"PG {pg}")
+        old = self.profiles
+        self.profiles = new
+        try:
+            self._resize()
+        except BufferConfigError:
+            self.profiles = old
+            raise
+
+    def _resize(self):
+        carved = len(self.ports) * sum(p.reserved + (p.headroom if p.lossless else 0) for p in self.profiles)
+        pool = self.config.total_bytes - carved
+        if pool <= 0:
+            raise BufferConfigError(f"buffer: reservations and headroom of {len(self.ports)} ports "
+                                    f"({carved} bytes) leave no shared pool in {self.config.total_bytes} bytes")
+        self.pool_bytes = pool
+
+    def lossless(self, pg):
+        return self.profiles[pg].lossless
+
+    # -- the data path -------------------------------------------------------
+    def admit(self, port, pg, nbytes, queue_bytes):
+        """Charge `nbytes` to (port, pg) if the buffer takes it; returns the charge key, or
+        None for a drop (headroom_drops counts the lossless ones)."""
+        key = (port, pg)
+        profile = self.profiles[pg] if port is not None else LOSSY_PROFILE
+        reserved = self.in_reserved.get(key, 0)
+        take_reserved = min(nbytes, max(0, profile.reserved - reserved))
+        need_shared = nbytes - take_reserved
+        free = self.pool_bytes - self.shared_used
+        if profile.lossless:
+            shared = self.in_shared.get(key, 0)
+            headroom = self.in_headroom.get(key, 0)
+            held = reserved + shared + headroom
+            if need_shared == 0 or (held < profile.xoff and need_shared <= free):
+                self._take(key, reserved + take_reserved, need_shared)
+            elif headroom + nbytes <= profile.headroom:
+                self.in_headroom[key] = headroom + nbytes
+            else:
+                self.headroom_drops[key] = self.headroom_drops.get(key, 0) + 1
+                return None
+        else:
+            if need_shared and (need_shared > free or queue_bytes + nbytes > self.config.alpha * free):
+                return None
+            self._take(key, reserved + take_reserved, need_shared)
+        held = self.held(key)
+        if held > self.max_held.get(key, 0):
+            self.max_held[key] = held
+        return key
+
+    def _take(self, key, reserved, shared):
+        self.in_reserved[key] = reserved
+        if shared:
+            self.in_shared[key] = self.in_shared.get(key, 0) + shared
+            self.shared_used += shared
+
+    def release(self, key, nbytes):
+        """The packet charged to `key` left (or was dropped after admission)."""
+        headroom = self.in_headroom.get(key, 0)
+        if headroom:
+            part = min(headroom, nbytes)
+            self.in_headroom[key] = headroom - part
+            nbytes -= part
+        shared = self.in_shared.get(key, 0)
+        if nbytes and shared:
+            part = min(shared, nbytes)
+            self.in_shared[key] = shared - part
+            self.shared_used -= part
+            nbytes -= part
+        if nbytes:
+            self.in_reserved[key] = max(0, self.in_reserved.get(key, 0) - nbytes)
+
+    # -- state -----------------------------------------------------------------
+    def held(self, key):
+        return self.in_reserved.get(key, 0) + self.in_shared.get(key, 0) + self.in_headroom.get(key, 0)
+
+    def port_state(self, port):
+        """Per-PG lists of one ingress port: bytes held, headroom in use, the most held, drops."""
+        return {
+            "pg_bytes": [self.held((port, pg)) for pg in range(NUM_PRIORITIES)],
+            "pg_headroom_bytes": [self.in_headroom.get((port, pg), 0) for pg in range(NUM_PRIORITIES)],
+            "pg_max_bytes": [self.max_held.get((port, pg), 0) for pg in range(NUM_PRIORITIES)],
+            "headroom_drops": [self.headroom_drops.get((port, pg), 0) for pg in range(NUM_PRIORITIES)],
+        }
+
+    def reset_watermarks(self):
+        """Start the high-water marks (pg_max_bytes) again from what is held now."""
+        self.max_held = {key: self.held(key) for key in self.max_held}
+
+    def status(self):
+        return {"total_bytes": self.config.total_bytes, "pool_bytes": self.pool_bytes,
+                "shared_used": self.shared_used, "alpha": self.config.alpha,
+                "profiles": {pg: asdict(p) for pg, p in enumerate(self.profiles) if p != LOSSY_PROFILE},
+                "watchdog": {"detect_s": self.config.watchdog_detect_s,
+                             "restore_s": self.config.watchdog_restore_s,
+                             "action": self.config.watchdog_action}}
 
 
 class DelayLine:
