@@ -2,9 +2,9 @@
 (issue #6 notes: ~10% of the priority-3 packets; ~40% with PFC off) keeps it, because PFC frames
 leave ahead of the data they pause and every paused upstream gets its XON.
 
-Measured on this 2-core machine at load 5-8: 0 drops. The bound below leaves room for what no
-threshold covers: a switch process starved of CPU for tens of ms takes in a whole socket buffer
-of packets before it can pause anyone (seen: 1 drop in ~10,000 during a full parallel suite)."""
+A switch process starved of CPU takes in what arrived meanwhile before it can pause anyone:
+that is what the PGs' headroom is sized for (the calculator's response time covers the switches'
+measured loop lag), so the lossless class must lose nothing at all (issue 14)."""
 import json
 import os
 import subprocess
@@ -42,7 +42,9 @@ def test_pfc_keeps_the_oversubscribed_ring_lossless(tmp_path):
     assert sum(q["pfc_tx"] for q in lossless) > 0 and sum(q["paused_us"] for q in lossless) > 0, lossless
     sent = sum(q["tx_packets"] for q in lossless)
     assert sent > 5000, sent                                      # the ring's 1.5 MB per rank went through
-    assert sum(q["drops"] for q in lossless) * 500 <= sent, [q for q in lossless if q["drops"]]
+    # lossless means lossless: no tail drop, no headroom drop, no watchdog drop on priority 3
+    lost = [q for q in lossless if q["drops"] or q["headroom_drops"] or q["watchdog_drops"]]
+    assert lost == [], lost
     assert all(h["status"] == "ok" for h in s["hosts"]), s["hosts"]
     assert _our_interfaces(PREFIX) == []
     assert list((tmp_path / "state").glob("*.json")) == []

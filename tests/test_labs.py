@@ -147,7 +147,7 @@ def test_incast_lab_compares_no_cts_per_connection_credit_and_a_receiver_wide_bu
     # the budget admits less than the PFC XOFF threshold (packets of 1 KB) in total; eight
     # senders with per-connection credit may have more than that in flight
     from testbed.control.knobs import DEFAULT_PFC_XOFF
-    assert budget.job["cts"]["budget_bytes"] < DEFAULT_PFC_XOFF * 1024 <= 8 * per_conn.job["cts"]["buffer_bytes"]
+    assert budget.job["cts"]["budget_bytes"] < DEFAULT_PFC_XOFF <= 8 * per_conn.job["cts"]["buffer_bytes"]
     assert [p.label["cts"] for p in (off, per_conn, budget)] == ["off", "16 KB per sender", "receiver-wide 12 KB"]
     assert len(off.job["ranks"]) == 9 and off.label["incast"] == "8:1"
     from traffic.job import parse_job
@@ -256,7 +256,7 @@ def test_qpscaling_rings_are_pipelined_and_raise_pfc_thresholds_before_traffic()
     assert all(p.job["slicing"] and p.job["chunk_bytes"] == metrics.RING_SLICE_BYTES for p in phases)
     calls = []
     exp = SimpleNamespace(fabric=SimpleNamespace(controller=SimpleNamespace(set_pfc=lambda *a: calls.append(a))))
-    assert phases[0].before(exp) == {"pfc_xoff": PFC_XOFF_XON[0], "pfc_xon": PFC_XOFF_XON[1]}
+    assert phases[0].before(exp) == {"pfc_xoff_bytes": PFC_XOFF_XON[0], "pfc_xon_bytes": PFC_XOFF_XON[1]}
     assert calls == [PFC_XOFF_XON]
 
 

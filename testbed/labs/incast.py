@@ -17,7 +17,7 @@ from testbed.labs.base import Column, Lab, Phase, pyplot
 PER_SENDER_BYTES = 64 * 1024
 # Grants go out in 4-packet chunks. Per connection every sender may hold 16 KB; the
 # receiver-wide budget is 12 KB in total: three senders at a time, at most 12 packets queued
-# at the receiver's port, under the controller's PFC XOFF threshold (16 packets).
+# at the receiver's port, under the controller's PFC XOFF threshold (16 KB per ingress PG).
 CHUNK_BYTES = 4 * 1024
 BUFFER_BYTES = 16 * 1024
 BUDGET_BYTES = 12 * 1024
@@ -34,6 +34,7 @@ class Incast(Lab):
                Column("receiver_queue_pkts", "receiver port peak (pkts)"),
                Column("peak_queue_pkts", "any port peak (pkts)"), Column("pfc_frames", "PFC frames"),
                Column("paused_ms", "paused (ms)", "{:.1f}"), Column("drops", "drops"),
+               Column("lossless_drops", "lossless drops"),
                Column("time_ms", "time (ms)", "{:.0f}")]
 
     # Headroom above XOFF for the emulated NICs, which react to a pause milliseconds late: with
@@ -71,8 +72,9 @@ class Incast(Lab):
     def notes(self, clos, rows):
         r = rows[0] if rows else {}
         return {"receiver": f"rank 0 behind {r.get('receiver_switch')} port {r.get('receiver_port')}",
-                "queue limit": f"{self.port_defaults['queue_depth']} packets per priority queue on every port; "
-                               f"PFC XOFF/XON at the controller's thresholds ({DEFAULT_PFC_XOFF}/{DEFAULT_PFC_XON})",
+                "queue limit": f"{self.port_defaults['queue_depth']} packets per lossy priority queue on every "
+                               f"port; PFC XOFF/XON at the controller's thresholds ({DEFAULT_PFC_XOFF}/"
+                               f"{DEFAULT_PFC_XON} bytes per ingress PG) with the calculator's headroom",
                 "CTS": f"grants of {CHUNK_BYTES // 1024} KB chunks; per connection {BUFFER_BYTES // 1024} KB each; "
                        f"receiver-wide budget {BUDGET_BYTES // 1024} KB in total"}
 

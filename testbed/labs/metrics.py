@@ -53,7 +53,17 @@ def queue_figures(summary):
             "pfc_frames": sum(r["pfc_tx"] for r in q),
             "paused_ms": round(sum(r["paused_us"] for r in q) / 1000, 1),
             "drops": sum(r["drops"] for r in q),
+            "lossless_drops": lossless_drops(summary),
             "host_pfc_rx": host_total(summary, "pfc_rx")}
+
+
+def lossless_drops(summary):
+    """Packets of the PFC priorities the switches lost: tail drops of their queues, headroom
+    drops of their ingress PGs, PFC watchdog drops. Wherever PFC is on this must be 0."""
+    fabric = (summary.get("config") or {}).get("fabric") or {}
+    prios = {int(p) for p in ((fabric.get("effective") or {}).get("pfc") or {})}
+    return sum(r["drops"] + r.get("headroom_drops", 0) + r.get("watchdog_drops", 0)
+               for r in summary["queues"] if r["priority"] in prios)
 
 
 def round_or_none(value, digits=3):

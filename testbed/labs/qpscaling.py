@@ -18,7 +18,10 @@ PLACEMENT_SEED = 0
 # ran at 93-95% and busbw rose to 1.22 Mb/s: link-bound, so the hash decides. At 128/96 with
 # 1 MB the collided 5-tuple uplink still dropped 9 packets (queue 254 of 256): 96 keeps 160
 # packets of headroom above XOFF.
-PFC_XOFF_XON = (96, 64)
+# Since PFC follows bytes per ingress PG (issue 14), the thresholds are per upstream port: a
+# quarter of those per-queue packets each for the 4-spine fan-in, ~1.1 KB a packet, rounded up
+# (XOFF ~44 packets per spine). Not re-measured with the byte thresholds yet.
+PFC_XOFF_XON = (48_000, 32_000)
 # Larger than the other ring labs' 256 KB: a ring step may only forward what the previous step
 # received, so each hop has at most one step (size/8) in flight; at 256 KB (32 KB steps) and
 # loaded RTTs of 250-370 ms that window, not the links, capped a run at ~0.95 Mb/s (busiest
@@ -33,7 +36,7 @@ def pfc_thresholds(xoff, xon):
         ctl = exp.fabric.controller
         if ctl is not None:
             ctl.set_pfc(xoff, xon)
-        return {"pfc_xoff": xoff, "pfc_xon": xon}
+        return {"pfc_xoff_bytes": xoff, "pfc_xon_bytes": xon}
     return before
 
 
@@ -68,7 +71,7 @@ class QpScaling(Lab):
         up = metrics.uplinks(summary)
         return {"uplink_max_mean": metrics.round_or_none(metrics.load_ratio(up)),
                 "busiest_uplink_util": max((l["utilization"] or 0 for l in up), default=None),
-                "pfc_xoff": facts.get("pfc_xoff"), "host_pfc_rx": metrics.host_total(summary, "pfc_rx"),
+                "pfc_xoff_bytes": facts.get("pfc_xoff_bytes"), "host_pfc_rx": metrics.host_total(summary, "pfc_rx"),
                 "ack_rtt_us": metrics.ack_rtt_us(summary)[0],
                 "busbw_mbps": metrics.round_or_none(metrics.busbw_mbps(summary)),
                 "busbw_of_line": summary["collective"]["busbw_of_line_rate"],

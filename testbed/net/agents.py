@@ -20,12 +20,28 @@ def agent_for(node):
     return RemoteEngineAgent(f"127.0.0.1:{node.clos_switch.grpc_port + AGENT_PORT_OFFSET}")
 
 
-def apply_port_models(agent, models, pfc_priorities=LOSSLESS_PRIORITIES):
-    """models: {port: PortModel}. Rate, queue depth, impairments and which received PFC
-    priorities pause the port (empty: PFC frames are ignored, as with PFC off)."""
+#: Packets a lossless queue may hold on a target whose queues only know packet limits (BMv2):
+#: more than the buffer's lossless share ever puts in one queue (16 MB of 64-byte frames), so
+#: the lossless class is paused by PFC before it could be tail-dropped. The engine ignores
+#: packet limits on lossless queues (its buffer decides at ingress).
+LOSSLESS_QUEUE_PACKETS = 262_144
+
+
+def apply_port_models(agent, models, pfc_priorities=LOSSLESS_PRIORITIES, watchdog_s=None):
+    """models: {port: PortModel}. Rate, queue depth (lossy queues; lossless ones get
+    LOSSLESS_QUEUE_PACKETS), impairments and which received PFC priorities pause the port
+    (empty: PFC frames are ignored, as with PFC off); the PFC watchdog's detection time
+    (seconds, 0 off; None: the switch's own) where the target has one (the engine)."""
+    if watchdog_s is not None:
+        try:
+            agent.set_watchdog(detect_ms=watchdog_s * 1000.0)
+        except NotImplementedError:
+            pass   # BMv2: no PFC watchdog
     for port, model in sorted(models.items()):
         agent.set_port_rate(port, int(model.rate_mbps * 1e6))
         agent.set_queue_depth(port, int(model.queue_depth))
+        for prio in pfc_priorities:
+            agent.set_queue_depth(port, LOSSLESS_QUEUE_PACKETS, prio)
         agent.set_impairments(port, model.delay_us, model.jitter_us, model.loss)
         agent.set_pfc(port, list(pfc_priorities))
 

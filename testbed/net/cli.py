@@ -68,6 +68,9 @@ def register(sub, name, help_text):
     k.add_argument("--flowlet-gap-us", type=whole(1, 10_000_000), default=None,
                    help="flowlet inactivity gap (default: the controller's)")
     k.add_argument("--pfc", type=on_off, default=True, metavar="on|off", help="PFC on the lossless priority 3")
+    k.add_argument("--pfc-headroom", type=whole(0, (1 << 32) - 1), default=None, metavar="BYTES",
+                   help="headroom of each lossless ingress PG after XOFF (default: `rocelab fabric headroom` "
+                        "for the switch's fastest port; 0 shows why it is there)")
     k.add_argument("--ecn", default="default", metavar="KMIN,KMAX,PMAX",
                    help="ECN marking thresholds on priority 3 (packets, packets, probability), off, or "
                         "default (the controller's profile)")
@@ -85,7 +88,7 @@ def run(args):
     try:
         clos = options.clos_from_args(args)
         settings = FabricSettings(hash=args.hash, flowlet_gap_us=args.flowlet_gap_us, pfc=args.pfc,
-                                  ecn=parse_ecn(args.ecn)).check()
+                                  ecn=parse_ecn(args.ecn), pfc_headroom=args.pfc_headroom).check()
         job = job_for(clos, args.pattern, args.size or [1 << 20], nranks=args.ranks, placement=args.placement,
                       iterations=args.iterations, warmup=args.warmup, channels=args.channels,
                       qps_per_connection=args.qps_per_conn, cts=args.cts, dcqcn=args.dcqcn, timeout_s=args.timeout_s)

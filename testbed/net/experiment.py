@@ -38,6 +38,7 @@ class FabricSettings:
     flowlet_gap_us: int = None  # None: the controller's default
     pfc: bool = True
     ecn: object = CONTROLLER_DEFAULT  # or None (no marking) or (kmin packets, kmax packets, pmax)
+    pfc_headroom: int = None  # bytes per lossless PG; None: the headroom calculator's
 
     def check(self):
         if self.hash not in HASH_MODES:
@@ -140,12 +141,15 @@ class Experiment:
                 ctl.disable_ecn()
             elif settings.ecn != CONTROLLER_DEFAULT:
                 ctl.set_ecn(*settings.ecn)
-            ctl.set_pfc(settings.pfc)
+            if settings.pfc and settings.pfc_headroom is not None:
+                ctl.set_pfc(headroom=settings.pfc_headroom)
+            else:
+                ctl.set_pfc(settings.pfc)
         except (ValueError, RuntimeError) as exc:  # the controller's KnobError / ControlError
             raise FabricError(f"fabric knobs: {exc}") from None
         wanted = self.fabric.pfc_priorities if settings.pfc else ()
         for node in self.fabric.switches:
-            node.apply_port_models(wanted)
+            node.apply_port_models(wanted, self.fabric.watchdog_s)
         return True
 
     def run_phase(self, name, job, settings, out=None):
@@ -159,6 +163,7 @@ class Experiment:
         self.log(f"*** {name}: {job['pattern']} of {', '.join(str(s) for s in job['sizes'])} B on "
                  f"{len(job['ranks'])} ranks, {settings.hash} hashing, {job['qps_per_connection']} QP(s) per "
                  f"connection" + ("" if applied else " (fabric knobs not applied: no P4 pipeline on this target)"))
+        telemetry.reset_watermarks(self.fabric)
         before = telemetry.snapshot(self.fabric)
         sampler = telemetry.QueueSampler(self.fabric).start()
         started = time.time()
@@ -177,6 +182,7 @@ class Experiment:
                   "job": _job_config(job)}
         result = summary.build(name, self.target, config, self.clos, parse_job(job), reports, before, after, rows,
                                duration, started, faults=outcome.faults, interrupted=outcome.interrupted_by)
+        result["buffers"] = telemetry.buffer_status(self.fabric)
         # an interrupted run is written at once: plots are for runs that ended by themselves
         result["plots"] = [] if outcome.interrupted else plots.all_plots(result, samples, out)
         with open(out / "queue_samples.json", "w") as f:
@@ -347,7 +353,8 @@ def _settings(settings):
     ecn = settings.ecn
     if ecn not in (None, CONTROLLER_DEFAULT):
         ecn = dict(zip(("kmin", "kmax", "pmax"), ecn))
-    return {"hash": settings.hash, "flowlet_gap_us": settings.flowlet_gap_us, "pfc": settings.pfc, "ecn": ecn}
+    return {"hash": settings.hash, "flowlet_gap_us": settings.flowlet_gap_us, "pfc": settings.pfc, "ecn": ecn,
+            "pfc_headroom": settings.pfc_headroom}
 
 
 def _job_config(job):
@@ -400,7 +407,10 @@ def nccl_table(result):
     oos = sum(h["oos"] for h in result["hosts"])
     pfc = sum(q["pfc_tx"] for q in result["queues"])
     drops = sum(q["drops"] for q in result["queues"])
-    lines.append(f"# status {c['status']}; OOS {oos}, switch PFC frames sent {pfc}, queue drops {drops}")
+    headroom = sum(q.get("headroom_drops", 0) for q in result["queues"])
+    storms = sum(q.get("watchdog_storms", 0) for q in result["queues"])
+    lines.append(f"# status {c['status']}; OOS {oos}, switch PFC frames sent {pfc}, queue drops {drops}, "
+                 f"headroom drops {headroom}, PFC watchdog storms {storms}")
     return "\n".join(lines)
 
 

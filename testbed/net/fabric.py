@@ -69,6 +69,7 @@ class FabricNet:
         self.state_dir = state_dir  # where the ledger goes (default testbed.cleanup.STATE_DIR)
         # Received PFC frames of these priorities pause a switch port (empty: PFC off).
         self.pfc_priorities = tuple(agents.LOSSLESS_PRIORITIES if pfc_priorities is None else pfc_priorities)
+        self.watchdog_s = fabric_watchdog_s(clos, mtu)
         self.mn = None
         self.controller = None
         self.timings = {}
@@ -193,7 +194,7 @@ class FabricNet:
             self.timings["switches_s"] = time.monotonic() - t0
             self._program_fabric()
             for node in switches:
-                node.apply_port_models(self.pfc_priorities)
+                node.apply_port_models(self.pfc_priorities, self.watchdog_s)
         self.timings["boot_s"] = time.monotonic() - t0
         self.started = True
         return self
@@ -333,3 +334,15 @@ def _raise_fd_limit():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < min(hard, 16384):
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 16384), hard))
+
+
+def fabric_watchdog_s(clos, mtu):
+    """The PFC watchdog's detection time for this Clos in real time (testbed/switch/buffers.py):
+    200 ms, or twice the longest pause a PG of the default lab profile can legitimately hold
+    at the most ports feeding one switch and the slowest link, whichever is longer."""
+    from testbed.switch import buffers
+    rates = [link.rate_mbps * 1e6 for link in clos.links if link.rate_mbps]
+    if not rates:
+        return buffers.WATCHDOG_DETECT_S
+    fan_in = max((len(sw.ports) for sw in clos.switches.values()), default=2) - 1
+    return round(buffers.fabric_watchdog_detect_s(fan_in, min(rates), max(rates), mtu), 3)

@@ -128,7 +128,7 @@ class KernelRouter(RecordedNode, Node):
                          "tx_packets": s.get("tx", {}).get("packets", 0), "tx_bytes": s.get("tx", {}).get("bytes", 0)}
         return out
 
-    def apply_port_models(self, pfc_priorities=()):
+    def apply_port_models(self, pfc_priorities=(), watchdog_s=None):
         pass  # no shaping or PFC here: documented in the module docstring
 
     def stop(self, deleteIntfs=True):

@@ -234,11 +234,12 @@ class P4Switch(RecordedNode, Switch):
             self._agent = agents.agent_for(self)
         return self._agent
 
-    def apply_port_models(self, pfc_priorities=agents.LOSSLESS_PRIORITIES):
-        """Hand each port's PortModel (and which PFC priorities pause it) to the switch."""
+    def apply_port_models(self, pfc_priorities=agents.LOSSLESS_PRIORITIES, watchdog_s=None):
+        """Hand each port's PortModel (and which PFC priorities pause it, and the PFC
+        watchdog's detection time) to the switch."""
         from testbed.switch.agent import AgentError
         try:
-            agents.apply_port_models(self.agent, self.port_models(), pfc_priorities)
+            agents.apply_port_models(self.agent, self.port_models(), pfc_priorities, watchdog_s)
         except (AgentError, OSError) as exc:
             raise SwitchStartError(f"{self.name}: port models not applied: {exc}") from None
 

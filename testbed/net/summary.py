@@ -10,7 +10,7 @@
       "config": {                            # what was asked for
         "topology": {spines, leaves, hosts_per_leaf, link_rate_mbps, oversubscription, rails, zones, aggs,
                      agg_oversubscription},
-        "fabric": {"hash": "5tuple"|"qpn"|"flowlet", "flowlet_gap_us": N | null, "pfc": bool,
+        "fabric": {"hash": "5tuple"|"qpn"|"flowlet", "flowlet_gap_us": N | null, "pfc": bool, "pfc_headroom": bytes | null,
                    "ecn": {"kmin", "kmax", "pmax"} | null | "default", "queue_depth", "delay_us",
                    "jitter_us", "loss",
                    "applied": bool,           # false: the target has no P4 knobs (kernel)
@@ -27,13 +27,25 @@
                  "utilization"}],            # one per direction; a host's port is its NIC index;
                                              # utilization = tx_bytes*8 / traffic_s / rate (0..1)
       "queues": [{"switch", "port", "priority", "drops", "max_depth", "ecn_marked", "pfc_tx",
-                  "pfc_rx", "paused_us", "tx_packets"}],
+                  "pfc_rx", "paused_us", "tx_packets", "headroom_drops", "watchdog_storms",
+                  "watchdog_drops", "pg_max_bytes"}],
                                              # only queues where something happened; drops =
                                              # tail drops, max_depth = largest sampled depth in
                                              # packets, ecn_marked/pfc_tx = what the P4 program
                                              # marked/generated on that egress port, pfc_rx =
                                              # PFC frames the port's MAC received, paused_us =
-                                             # time that queue was paused
+                                             # time that queue was paused; headroom_drops =
+                                             # lossless packets the ingress PG (port, priority)
+                                             # had no headroom for (must be 0), watchdog_storms/
+                                             # _drops = PFC storms declared on the egress queue
+                                             # and what it dropped, pg_max_bytes = the most the
+                                             # ingress PG held in the phase (engine only)
+      "buffers": {switch: {"total_bytes", "pool_bytes", "shared_used", "alpha",
+                           "profiles": {pg: {"xoff", "xon", "headroom", "reserved", "lossless"}},
+                           "watchdog": {"detect_s", "restore_s", "action"},
+                           "loop_lag": {"samples", "p50_us", "p99_us", "p99_9_us", "max_us"}}},
+                                             # engine switches: the buffer model and how late
+                                             # the switch's loop ran during the phase
       "hosts": [{"name", "rank", "status", "tx_packets", "rx_packets", "oos", "cnp_tx", "cnp_rx",
                  "retransmits", "lat_timeouts", "pfc_rx", "pfc_tx", "ecn_ce_rx",
                  "ack_rtt_us": {"samples", "min", "median", "max"} | null}],
@@ -113,7 +125,8 @@ def with_utilization(links, duration_s):
 
 def interesting(queue_rows):
     """Queues where something happened (the rest are all zeros)."""
-    keys = ("drops", "max_depth", "ecn_marked", "pfc_tx", "pfc_rx", "paused_us")
+    keys = ("drops", "max_depth", "ecn_marked", "pfc_tx", "pfc_rx", "paused_us", "headroom_drops",
+            "watchdog_storms", "watchdog_drops", "pg_max_bytes")
     return [q for q in queue_rows if any(q[k] for k in keys)]
 
 

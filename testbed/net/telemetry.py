@@ -98,12 +98,18 @@ def _per_prio(status, key, prio):
 
 def queue_rows(switches, before, after, max_depths=None):
     """One entry per switch port and priority: {switch, port, priority, drops, max_depth,
-    ecn_marked, pfc_tx, pfc_rx, paused_us, tx_packets} as deltas between two snapshots.
+    ecn_marked, pfc_tx, pfc_rx, paused_us, tx_packets, headroom_drops, watchdog_storms,
+    watchdog_drops, pg_max_bytes} as deltas between two snapshots.
 
     drops: tail drops of the queue (traffic manager); ecn_marked and pfc_tx: what the P4
     program marked / generated on that egress port; pfc_rx: PFC frames the port's MAC
     received for that priority (the port's own count, else the program's); paused_us: time
-    that queue was paused; max_depth: the largest sampled depth (`max_depths`, packets)."""
+    that queue was paused; max_depth: the largest sampled depth (`max_depths`, packets);
+    headroom_drops: lossless packets the ingress PG (this port, this priority) had no
+    headroom left for (must be 0); watchdog_storms/drops: PFC storms the watchdog declared
+    on this egress queue and the packets it dropped meanwhile; pg_max_bytes: the most the
+    ingress PG held (a high-water mark since reset_watermarks, not a delta). The last four
+    are the engine's; 0 where a target has no buffer model (BMv2, kernel)."""
     max_depths = max_depths or {}
     rows = []
     for name, sw in switches.items():  # {name: testbed.clos.Switch}
@@ -128,8 +134,38 @@ def queue_rows(switches, before, after, max_depths=None):
                     "pfc_rx": agent("pfc_rx") if "pfc_rx" in s1 else p4("pfc_rx"),
                     "paused_us": agent("paused_us"),
                     "tx_packets": p4("tx_packets"),
+                    "headroom_drops": agent("headroom_drops"),
+                    "watchdog_storms": agent("watchdog_storms"),
+                    "watchdog_drops": agent("watchdog_drops"),
+                    "pg_max_bytes": _per_prio(s1, "pg_max_bytes", prio),
                 })
     return rows
+
+
+def reset_watermarks(fabric):
+    """Restart every engine switch's high-water marks and loop-lag statistics (before a phase)."""
+    for node in fabric.switches:
+        reset = getattr(getattr(node, "agent", None), "reset_watermarks", None)
+        if reset is None:
+            continue
+        try:
+            reset()
+        except Exception:  # noqa: BLE001 - a target without a buffer model (BMv2): nothing to reset
+            pass
+
+
+def buffer_status(fabric):
+    """{switch: its buffer, PG profiles, watchdog and measured loop lag} (engine switches)."""
+    out = {}
+    for node in fabric.switches:
+        status = getattr(getattr(node, "agent", None), "buffer_status", None)
+        if status is None:
+            continue
+        try:
+            out[node.name] = status()
+        except Exception:  # noqa: BLE001 - BMv2/kernel: no buffer model to report
+            pass
+    return out
 
 
 def queue_stats(fabric, switch):
