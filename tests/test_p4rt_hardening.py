@@ -167,6 +167,20 @@ def test_unknown_role_is_not_found_and_a_live_stream_keeps_its_role(server):
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
+def test_a_role_config_is_invalid_argument(server):
+    stream = Stream(server["addr"])
+    req = p4runtime_pb2.StreamMessageRequest()
+    req.arbitration.device_id = 1
+    req.arbitration.election_id.low = 1
+    req.arbitration.role.name = "te"
+    req.arbitration.role.config.type_url = "type.example.com/some.RoleConfig"
+    stream.requests.put(req)
+    with pytest.raises(grpc.RpcError) as err:
+        next(stream.responses)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    stream.close()
+
+
 def test_commit_without_saved_config_is_not_found(server):
     primary = Stream(server["addr"])
     primary.arbitrate()

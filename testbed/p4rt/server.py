@@ -315,6 +315,10 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             code = code_pb2.FAILED_PRECONDITION if ctl.arbitrated else code_pb2.NOT_FOUND
             raise P4RuntimeError(code, f"device id {update.device_id} is not this switch "
                                  f"(device id {self.device_id})")
+        if update.role.HasField("config"):
+            # spec 1.4: a role.config outside the agreed scheme is INVALID_ARGUMENT; this switch
+            # has none (every role has full pipeline access), so any config is outside it
+            raise invalid("this switch has no role configuration scheme: leave role.config unset")
         if ctl.arbitrated and role != ctl.role:
             raise P4RuntimeError(code_pb2.FAILED_PRECONDITION,
                                  f"a stream keeps its role ({ctl.role or '(default)'}); open a new "
