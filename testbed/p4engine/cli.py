@@ -8,6 +8,9 @@ Errors in the program are printed as `file:line:col: error: ...` with the source
 caret, errors in an STF file as `file:line: error: ...`; the exit status is 1 for either and
 for a failing test, 0 otherwise. `check --target bmv2` also reports, as `[bmv2 <limit>]` errors,
 what p4c-bm2-ss refuses although P4_16 allows it (shift amounts over 8 bits, ...). An `internal error` (exit 3) is a bug in the engine.
+`check` also warns (`file:line:col: warning: ...`, exit status unchanged) about parser states
+that can loop without consuming input: the engine ends such a parse after its step budget with
+error.ParserTimeout, BMv2 would spin on the packet.
 """
 import argparse
 import os
