@@ -5,13 +5,17 @@ PY    := $(VENV)/bin/python
 TARGET ?= engine
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test bench lint clean help
+FUZZ_MINUTES ?= 10
+FUZZ_FILES = $(sort $(wildcard tests/test_fuzz_*.py))
+
+.PHONY: setup demo test bench fuzz lint clean help
 
 help:
 	@echo "make setup   install apt packages, $(VENV) and the project (root, idempotent)"
 	@echo "make demo    setup, then the main demo on the $(TARGET) target (TARGET=bmv2 in the VM)"
 	@echo "make test    setup, then the test suite"
 	@echo "make bench   setup, then the benchmarks (figures, not pass/fail)"
+	@echo "make fuzz    setup, then the fuzz tests long: FUZZ_MINUTES (default 10) shared by tests/test_fuzz_*.py"
 	@echo "make clean   remove leftovers of crashed runs (only what rocelab created)"
 
 setup:
@@ -25,6 +29,15 @@ test: setup
 
 bench: setup
 	$(VENV)/bin/rocelab bench all
+
+# Each fuzz file gets an equal share of FUZZ_MINUTES (ROCELAB_FUZZ_SECONDS is per file);
+# `make test` runs the same tests short (a fixed, seeded number of inputs).
+fuzz: setup
+	@n=$(words $(FUZZ_FILES)); share=$$(( $(FUZZ_MINUTES) * 60 / n )); \
+	for f in $(FUZZ_FILES); do \
+	  echo "*** $$f: $$share s"; \
+	  ROCELAB_FUZZ_SECONDS=$$share $(PY) -m pytest -s -q -W ignore::DeprecationWarning $$f || exit 1; \
+	done
 
 lint:
 	for f in testbed/install/setup.sh testbed/install/provision-vagrant.sh testbed/install/build-bmv2.sh .ci/run; do \

@@ -275,3 +275,261 @@ def test_te_rest_does_not_echo_a_huge_name(te_wsgi):
     name = json.dumps({"switch": "y" * 10_000})
     status, answer = _te_call(te_wsgi, "POST", "/te/switches/" + "y" * 10_000 + "/down")
     assert status == 400 and len(answer) < 500 and name
+
+
+# --- frames into a running engine switch (fabric.p4 programmed by the controller) ---------
+
+def _rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _csum16(data):
+    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data) - 1, 2))
+    if len(data) % 2:
+        total += data[-1] << 8
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def _l3(frame):
+    """(ethertype, offset of the L3 header) after any 802.1Q tags."""
+    offset, ethertype = 12, int.from_bytes(frame[12:14], "big") if len(frame) >= 14 else None
+    while ethertype in (0x8100, 0x88A8) and len(frame) >= offset + 6:
+        offset += 4
+        ethertype = int.from_bytes(frame[offset:offset + 2], "big")
+    return ethertype, offset + 2
+
+
+def invalid_ipv4(frame):
+    """Why an IPv4 frame a switch sent on is not valid IPv4 (None when it is, or not IPv4)."""
+    ethertype, off = _l3(frame)
+    if ethertype != 0x0800:
+        return None
+    if len(frame) < off + 20:
+        return "IPv4 header cut short"
+    head = frame[off:off + 20]
+    if head[0] >> 4 != 4:
+        return f"IPv4 version {head[0] >> 4}"
+    if head[0] & 0x0F != 5:
+        return f"IPv4 ihl {head[0] & 0x0F}"
+    total = int.from_bytes(head[2:4], "big")
+    if total < 20 or off + total > len(frame):
+        return f"IPv4 total length {total} in a frame with {len(frame) - off} bytes after L2"
+    if _csum16(head) != 0:
+        return "IPv4 header checksum wrong"
+    if head[8] == 0:
+        return "TTL 0"
+    return None
+
+
+def _set_ipv4(frame, off, rng):
+    """Change one IPv4 header field to an odd value and fix the checksum, so only it is wrong."""
+    data = bytearray(frame)
+    if len(data) < off + 20:
+        return bytes(data)
+    field = rng.choice(["version", "ihl", "total_len", "ttl", "protocol", "frag"])
+    if field == "version":
+        data[off] = (rng.choice([0, 1, 5, 6, 7, 15]) << 4) | (data[off] & 0x0F)
+    elif field == "ihl":
+        data[off] = (data[off] & 0xF0) | rng.choice([0, 1, 4, 6, 15])
+    elif field == "total_len":
+        real = len(data) - off
+        value = rng.choice([0, 1, 19, 20, real - 1, real + 1, real + 4, real + 100, 0xFFFF, rng.randrange(65536)])
+        data[off + 2:off + 4] = (value & 0xFFFF).to_bytes(2, "big")
+    elif field == "ttl":
+        data[off + 8] = rng.choice([0, 1, 2, 255])
+    elif field == "protocol":
+        data[off + 9] = rng.randrange(256)
+    else:
+        data[off + 6:off + 8] = rng.randrange(65536).to_bytes(2, "big")
+    data[off + 10:off + 12] = b"\0\0"
+    data[off + 10:off + 12] = _csum16(bytes(data[off:off + 20])).to_bytes(2, "big")
+    return bytes(data)
+
+
+def _base_frames(leaf_mac):
+    from scapy.all import ARP, IP, TCP, UDP, Ether, IPv6, Raw
+    from scapy.contrib.roce import BTH
+    src = "02:99:00:00:00:01"
+    roce = lambda dst, **kw: bytes(Ether(src=src, dst=leaf_mac) / IP(src="10.1.1.1", dst=dst, tos=26 << 2 | 2, **kw)
+                                    / UDP(sport=49152, dport=4791) / BTH(opcode=0x04, dqpn=0x11, psn=7)
+                                    / Raw(bytes(64)))
+    local, remote = roce("10.1.1.2"), roce("10.1.2.1")
+    return [local, remote, local[:12] + bytes.fromhex("8100a00a") + local[12:],
+            bytes(Ether(src=src, dst=leaf_mac) / IP(src="10.1.1.1", dst="10.1.1.2") / TCP(sport=1, dport=2)),
+            bytes(Ether(src=src, dst=leaf_mac) / IP(src="10.1.1.1", dst="10.1.1.2") / UDP() / Raw(bytes(900))),
+            bytes(Ether(src=src, dst="01:80:c2:00:00:01", type=0x8808)) + bytes.fromhex("0101") + bytes(40),
+            bytes(Ether(src=src, dst="ff:ff:ff:ff:ff:ff") / ARP(psrc="10.1.1.1", pdst="10.1.1.2")),
+            bytes(Ether(src=src, dst=leaf_mac) / IPv6() / UDP())]
+
+
+def _fuzz_frame(bases, rng):
+    frame = rng.choice(bases)
+    pick = rng.random()
+    if pick < 0.35:
+        _, off = _l3(frame)
+        frame = _set_ipv4(frame, off, rng)
+    elif pick < 0.65:
+        frame = mutate_bytes(frame, rng)
+    elif pick < 0.8:
+        frame = frame[:rng.randrange(0, len(frame))]
+    elif pick < 0.9:
+        frame = frame + bytes(rng.randrange(256) for _ in range(rng.randint(1, 600)))
+    else:
+        frame = bytes(rng.randrange(256) for _ in range(rng.randint(0, 1514)))
+    return frame[:1514]
+
+
+@pytest.fixture(scope="module")
+def engine_leaf(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("needs root for namespaces and veths")
+    import socket
+    from switch_netns import Topology, wait_for_line
+    from testbed.clos import CPU_PORT, ClosSpec, build
+    from testbed.control import FabricController
+    from testbed.switch.ports import enable_vlan_auxdata
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    spec = ClosSpec(spines=4, leaves=2, hosts_per_leaf=2)
+    spec.grpc_base_port = free_port() - 5      # leaf1 is device 5
+    clos = build(spec)
+    leaf = clos.switches["leaf1"]
+    tmp = tmp_path_factory.mktemp("fuzz_frames")
+    topo = Topology(f"rlfz{os.getpid() % 100000}", 3)
+    log = open(tmp / "switch.log", "w+")
+    cmd = [ROCELAB, "switch", *[a for i in (1, 2, 3) for a in ("-i", f"{i}@{topo.switch_ifaces[i]}")],
+           "--grpc-server-addr", leaf.grpc_addr, "--device-id", str(leaf.device_id), "--cpu-port", str(CPU_PORT),
+           "--agent-addr", f"127.0.0.1:{free_port()}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    topo.ledger.add("pid", proc.pid)
+    ctl = None
+    try:
+        wait_for_line(proc, "rocelab switch: ports")
+        ctl = FabricController(clos, switches=["leaf1"], target="engine")
+        ctl.connect(timeout=10)
+        ctl.push_pipeline()
+        ctl.install_defaults()
+        for host in topo.hosts.values():
+            enable_vlan_auxdata(host.sock)
+        yield {"topo": topo, "proc": proc, "ctl": ctl, "leaf": leaf, "log": log}
+    finally:
+        if ctl is not None:
+            ctl.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        topo.ledger.discard("pid", proc.pid)
+        topo.close()
+        log.close()
+
+
+def _drain(host):
+    """Every frame waiting on a host socket, as it was on the wire (tags restored)."""
+    import socket
+    from testbed.switch.ports import with_vlan_tag
+    frames = []
+    host.sock.setblocking(False)
+    try:
+        while True:
+            frame, ancillary, _flags, addr = host.sock.recvmsg(65536, socket.CMSG_SPACE(20))
+            if addr[2] != socket.PACKET_OUTGOING:
+                frames.append(with_vlan_tag(frame, ancillary))
+    except BlockingIOError:
+        pass
+    finally:
+        host.sock.setblocking(True)
+    return frames
+
+
+def _probe(rig, tag):
+    """A valid frame with a unique payload reaches host 2: the switch still forwards."""
+    import time
+    from scapy.all import IP, UDP, Ether, Raw
+    marker = b"rocelab-fuzz-probe-%08d" % tag
+    frame = bytes(Ether(src="02:99:00:00:00:01", dst=rig["leaf"].ports[1].mac) / IP(src="10.1.1.1", dst="10.1.1.2")
+                  / UDP(sport=7, dport=9) / Raw(marker))
+    rig["topo"].hosts[1].send(frame)
+    deadline = time.monotonic() + 3.0
+    seen = []
+    while time.monotonic() < deadline:
+        seen += _drain(rig["topo"].hosts[2])
+        if any(marker in f for f in seen):
+            return seen, True
+        time.sleep(0.01)
+    return seen, False
+
+
+def test_fuzz_frames_into_a_running_engine_switch(engine_leaf):
+    import time
+    rig = engine_leaf
+    rng = make_rng("frames")
+    tally = Tally("frames -> engine switch (fabric.p4)")
+    bases = _base_frames(rig["leaf"].ports[1].mac)
+    hosts = rig["topo"].hosts
+    pid = rig["proc"].pid
+    forwarded = malformed = refused = 0
+    budget = Budget(800, share=0.4)
+    rss_warm = rss_peak = None
+    warm_at = time.monotonic() + (budget.seconds * 0.2 if budget.long else 0)
+    batch = []
+    for i in budget:
+        frame = _fuzz_frame(bases, rng)
+        port = rng.choice([1, 1, 1, 2, 3])
+        try:
+            hosts[port].send(frame)
+        except OSError:
+            refused += 1          # the host kernel would not send it (too short or too long)
+            continue
+        tally.tried += 1
+        batch.append(frame)
+        if len(batch) < 50:
+            continue
+        batch = []
+        time.sleep(0.005)
+        seen, alive = _probe(rig, i)
+        for host in hosts.values():
+            seen += _drain(host)
+        for out in seen:
+            forwarded += 1
+            why = invalid_ipv4(out)
+            if why:
+                malformed += 1
+                tally.crashes.append((out[:64].hex(), f"forwarded as if valid: {why}"))
+        if rig["proc"].poll() is not None:
+            tally.crashes.append(("", f"switch exited with {rig['proc'].returncode}"))
+            break
+        if not alive:
+            tally.hangs.append((i, "a valid frame was not forwarded after this batch"))
+            break
+        rss = _rss_bytes(pid)
+        if rss_warm is None and time.monotonic() >= warm_at:
+            rss_warm = rss
+        rss_peak = max(rss_peak or 0, rss)
+    try:
+        rig["ctl"].read_counters("leaf1")  # P4Runtime still answers
+    except Exception as exc:
+        tally.hangs.append(("", f"P4Runtime read after fuzzing: {type(exc).__name__}: {exc}"[:200]))
+    rig["log"].seek(0)
+    text = rig["log"].read()
+    if "Traceback" in text or "pipeline error" in text:
+        tally.tracebacks.append(("", text[-500:]))
+    rss_end = _rss_bytes(pid)
+    print(f"  forwarded {forwarded} frames ({malformed} malformed), {refused} not sendable by the host kernel; "
+          f"switch RSS warm {rss_warm and rss_warm >> 20} MB, peak {rss_peak and rss_peak >> 20} MB, "
+          f"end {rss_end >> 20} MB")
+    tally.report()
+    if budget.long:  # memory must stay flat over a long run (a leak grows with the inputs)
+        assert abs(rss_end - rss_warm) <= 0.10 * rss_warm, (rss_warm, rss_end)
