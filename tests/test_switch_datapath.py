@@ -198,3 +198,17 @@ def test_packet_out_and_packet_in_via_cpu_port(make_switch):
         time.sleep(0.01)
     assert [frame_tag(f) for f in got] == [9]
     assert [frame_tag(f) for f in ports[2].receive_all()] == [10]
+
+
+def test_vlan_tag_from_auxdata_is_put_back_where_it_was():
+    import struct
+    from testbed.switch.ports import PACKET_AUXDATA, SOL_PACKET, with_vlan_tag
+    frame = bytes(range(12)) + b"\x08\x00" + b"payload"
+
+    def aux(status, tci, tpid):
+        return [(SOL_PACKET, PACKET_AUXDATA, struct.pack("=IIIHHHH", status, 0, 0, 0, 0, tci, tpid))]
+    assert with_vlan_tag(frame, aux(0x10 | 0x40, 5 << 13 | 42, 0x8100)) == frame[:12] + bytes.fromhex("8100a02a") + frame[12:]
+    assert with_vlan_tag(frame, aux(0x10 | 0x40, 1, 0x88A8))[12:16] == bytes.fromhex("88a80001")   # 802.1ad
+    assert with_vlan_tag(frame, aux(0x10, 0, 0))[12:16] == bytes.fromhex("81000000")   # priority tag, old kernel
+    assert with_vlan_tag(frame, aux(0x01, 7, 0x8100)) == frame                         # no tag: unchanged
+    assert with_vlan_tag(frame, []) == frame

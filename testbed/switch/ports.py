@@ -9,6 +9,7 @@ are reported by send() so the switch counts them as drops, not as transmitted.
 import socket
 import struct
 import subprocess
+import sys
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -22,6 +23,7 @@ ETH_P_8021Q = 0x8100
 # struct tpacket_auxdata: status, len, snaplen, mac, net, vlan_tci, vlan_tpid
 _AUXDATA = struct.Struct("=IIIHHHH")
 AUX_SPACE = socket.CMSG_SPACE(_AUXDATA.size)
+_STATUS_FLAGS_BYTE = 0 if sys.byteorder == "little" else 3   # where the VLAN flags of tp_status are
 SOCKET_BUFFER = 4 << 20
 MAX_FRAME = 65536
 
@@ -105,9 +107,11 @@ class RawPort:
 def with_vlan_tag(frame, ancillary):
     """`frame` with the tag from PACKET_AUXDATA re-inserted after the MAC addresses."""
     for level, kind, data in ancillary:
-        if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= _AUXDATA.size:
+        # fast path: the status flag's byte, before unpacking anything (most frames are untagged)
+        if kind == PACKET_AUXDATA and level == SOL_PACKET and len(data) >= _AUXDATA.size \
+                and data[_STATUS_FLAGS_BYTE] & TP_STATUS_VLAN_VALID:
             status, _len, _snap, _mac, _net, tci, tpid = _AUXDATA.unpack_from(data)
-            if status & TP_STATUS_VLAN_VALID and len(frame) >= 12:
+            if len(frame) >= 12:
                 if not (status & TP_STATUS_VLAN_TPID_VALID and tpid):
                     tpid = ETH_P_8021Q
                 return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
