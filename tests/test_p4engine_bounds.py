@@ -68,3 +68,9 @@ def test_nesting_too_deep_is_a_located_error_not_an_internal_one(source, line):
     assert m, text[:200]
     if line is not None:
         assert int(m.group(1)) == line
+
+
+def test_exponential_macro_expansion_is_stopped_with_the_line_named():
+    macros = "\n".join(["#define A0 x"] + [f"#define A{i} A{i - 1} A{i - 1}" for i in range(1, 40)])
+    with pytest.raises(P4Error, match=r"laughs\.p4:41:1: error: macro expansion of this line exceeds"):
+        compile_source(macros + "\nconst bit<8> Q = A39;\n" + BASE, "laughs.p4")

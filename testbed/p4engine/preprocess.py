@@ -8,6 +8,7 @@ import re
 from .errors import Loc, P4Error, SourceMap
 
 BUNDLED_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+MAX_EXPANSION = 1 << 20      # characters one line may expand to (exponential macros stop there)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIRECTIVE = re.compile(r"^\s*#\s*([A-Za-z_]+)?(.*)$")
 _TOKEN_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|[A-Za-z_][A-Za-z0-9_]*')
@@ -211,8 +212,14 @@ class Preprocessor:
     def _expand(self, text, file, line, seen=frozenset()):
         if not self.macros:
             return text
-        out, pos = [], 0
+        out, pos, size, counted = [], 0, 0, 0
         while True:
+            # macros that double at every level (#define A1 A0 A0 ...) grow exponentially
+            size += sum(len(piece) for piece in out[counted:])
+            counted = len(out)
+            if size > MAX_EXPANSION:
+                raise P4Error(f"macro expansion of this line exceeds {MAX_EXPANSION} characters",
+                              Loc(file, line, 1), self.source_map)
             m = _TOKEN_OR_STRING.search(text, pos)
             if m is None:
                 out.append(text[pos:])
