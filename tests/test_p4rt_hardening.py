@@ -315,3 +315,18 @@ def test_a_wildcard_read_lets_go_of_the_switch_lock_between_chunks():
     cells = handler.read(entity)
     assert [e.counter_entry.index.index for e in cells] == list(range(4096))
     assert lock.holds >= 4096 // READ_CHUNK
+
+
+def test_a_controller_that_stops_reading_does_not_grow_the_switch():
+    """Packet-ins for a primary that never reads its stream wait in a bounded queue; the rest
+    are dropped and counted, and closing the stream still gets through."""
+    from testbed.p4rt.server import Controller
+    ctl = Controller("ipv4:127.0.0.1:1")
+    for i in range(Controller.MAX_PENDING + 50):
+        ctl.send(i)
+    assert ctl.out.qsize() == Controller.MAX_PENDING and ctl.dropped == 50
+    ctl.close(code_pb2.CANCELLED, "bye")
+    items = []
+    while not ctl.out.empty():
+        items.append(ctl.out.get_nowait())
+    assert items[-1] == ("end", code_pb2.CANCELLED, "bye")

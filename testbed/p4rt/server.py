@@ -53,23 +53,40 @@ def compile_device_config(device_config):
 
 
 class Controller:
-    """One StreamChannel and what arbitration knows about it."""
+    """One StreamChannel and what arbitration knows about it. What waits to be sent is bounded
+    (MAX_PENDING): a controller that stops reading loses packet-ins and digests (counted in
+    `dropped`) instead of growing the switch's memory."""
 
     _ids = itertools.count(1)
+    MAX_PENDING = 4096
 
     def __init__(self, peer):
         self.number = next(self._ids)
         self.peer = peer
-        self.out = queue.Queue()
+        self.out = queue.Queue(self.MAX_PENDING)
+        self.dropped = 0
         self.role = ""
         self.election_id = None        # (high, low) or None
         self.arbitrated = False
 
     def send(self, message):
-        self.out.put(message)
+        try:
+            self.out.put_nowait(message)
+        except queue.Full:
+            self.dropped += 1
 
     def close(self, code=None, message=""):
-        self.out.put(("end", code, message))
+        end = ("end", code, message)
+        while True:                    # the end must get through: make room if need be
+            try:
+                self.out.put_nowait(end)
+                return
+            except queue.Full:
+                try:
+                    self.out.get_nowait()
+                    self.dropped += 1
+                except queue.Empty:
+                    pass
 
 
 class Pipeline_:
