@@ -103,3 +103,49 @@ def test_endless_line_is_refused_in_bounded_chunks_and_the_connection_goes_on(ag
     assert ask(b'{"op": "ports"}\n')["ok"]
     out, err = capfd.readouterr()
     assert "Traceback" not in out + err
+
+
+def test_connections_beyond_the_cap_are_told_and_closed():
+    import time
+    from testbed.switch.agent import MAX_CONNECTIONS
+    switch = Switch({1: SocketPort(1)})
+    server = AgentServer(EngineAgent(switch), "127.0.0.1:0").start()
+    port = int(server.address.rsplit(":", 1)[1])
+    held = []
+    try:
+        for _ in range(MAX_CONNECTIONS):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+            stream = sock.makefile("rwb")
+            stream.write(b'{"op": "ports"}\n')
+            stream.flush()
+            assert json.loads(stream.readline())["ok"]        # each one is being served
+            held.append((sock, stream))
+        extra = socket.create_connection(("127.0.0.1", port), timeout=20)
+        reply = extra.makefile("rb").readline()
+        assert f"at most {MAX_CONNECTIONS} connections" in json.loads(reply)["error"]
+        extra.close()
+        sock, stream = held.pop()
+        stream.close()
+        sock.close()
+        for _ in range(200):                  # the freed slot comes back once its thread ends
+            again = socket.create_connection(("127.0.0.1", port), timeout=20)
+            f = again.makefile("rwb")
+            try:
+                f.write(b'{"op": "ports"}\n')
+                f.flush()
+                answer = json.loads(f.readline() or b"{}")
+            except OSError:                   # refused and closed before the request went out
+                answer = {}
+            finally:
+                f.close()
+                again.close()
+            if answer.get("ok"):
+                break
+            time.sleep(0.05)
+        assert answer == {"ok": True, "result": [1]}
+    finally:
+        for sock, stream in held:
+            stream.close()
+            sock.close()
+        server.stop()
+        switch.close()

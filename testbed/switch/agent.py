@@ -18,6 +18,7 @@ AGENT_OPS = ("ports", "set_port_rate", "set_queue_depth", "set_impairments", "se
              "queue_depth", "pause_state", "port_counters", "mirroring_add", "mirroring_delete",
              "buffer_status", "reset_watermarks", "set_watchdog")
 MAX_REQUEST_BYTES = 64 * 1024     # one request line; a longer one is refused and skipped
+MAX_CONNECTIONS = 32              # agent clients served at once
 LOG = logging.getLogger("rocelab.agent")
 
 
@@ -159,14 +160,42 @@ def _checked(fn, *args):
 
 # -- the agent over TCP (JSON lines), for a switch running as its own process ----------------
 
+class _BoundedServer(socketserver.ThreadingTCPServer):
+    """One thread per connection, at most MAX_CONNECTIONS of them: more are told so and closed
+    (a client opening connections in a loop cannot grow the switch's threads without bound)."""
+
+    allow_reuse_address = True
+    daemon_threads = True
+
+    def __init__(self, address, handler):
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(json.dumps({"ok": False, "error": f"the agent serves at most {MAX_CONNECTIONS} "
+                                                                  "connections at once"}).encode() + b"\n")
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class AgentServer:
     """Serves an agent's methods on `address` ("127.0.0.1:9659"), one JSON object per line."""
 
     def __init__(self, agent, address):
         host, port = parse_address(address)
         handler = _handler_for(agent)
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self._server = socketserver.ThreadingTCPServer((host, port), handler)
+        self._server = _BoundedServer((host, port), handler)
         self._server.daemon_threads = True
         self.address = f"{host}:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="switch-agent", daemon=True)
