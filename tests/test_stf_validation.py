@@ -47,6 +47,7 @@ def test_port_key_0x201_for_bit9_is_refused_with_line_and_reason():
     ("mc_node_create 0x10000 1", "mc_node_create: rid: '0x10000' does not fit in bit<16>"),
     ("mc_node_create 1 2 600", "mc_node_create: port: '600' does not fit in bit<9>"),
     ("register_write last_port 9 1", "register MyIngress.last_port: index 9 is out of range"),
+    ("counter_write per_port 0 0x10000000000000000 1", "counter_write packets: '0x10000000000000000' does not fit in bit<64>"),
 ])
 def test_control_plane_values_are_checked_per_line(line, message):
     status, out = run(f"# first\n{line}\n")

@@ -884,8 +884,10 @@ class StfRunner:
         if len(cmd.args) != 4:
             raise StfError("counter_write takes NAME INDEX PACKETS BYTES")
         counter = self._named("counters", cmd.args[0], "counter")
-        counter.write(parse_number(cmd.args[1], "index"), parse_number(cmd.args[2], "packets"),
-                      parse_number(cmd.args[3], "bytes"))
+        # BMv2's counters are 64-bit
+        counter.write(parse_number(cmd.args[1], "index"),
+                      fitting(parse_number(cmd.args[2], "packets"), 64, "counter_write packets", cmd.args[2]),
+                      fitting(parse_number(cmd.args[3], "bytes"), 64, "counter_write bytes", cmd.args[3]))
 
     def do_counter_reset(self, cmd):
         counter = self._named("counters", cmd.args[0], "counter")
