@@ -241,7 +241,9 @@ def test_quick_ecmp_lab_runs_for_real_and_cleans_up(tmp_path):
         assert row["status"] == "ok", on_disk["errors"]
         assert row["uplink_max_mean"] >= 1.0          # max over mean can never be below 1
         assert len(row["uplink_bytes"]) == 4 and sum(row["uplink_bytes"].values()) > 0
-        assert (out / row["dir"] / "summary.json").is_file()
+        summary = json.loads((out / row["dir"] / "summary.json").read_text())
+        # PFC is on in every phase: the lossless class loses nothing (tail, headroom, watchdog)
+        assert summary["config"]["fabric"]["pfc"] is True and metrics.lossless_drops(summary) == 0
     assert (out / "lab.png").read_bytes()[:8] == PNG_MAGIC
     # nothing left: interfaces, ledgers (which list every process and namespace it made)
     assert _our_interfaces(prefix) == []
@@ -274,3 +276,13 @@ def test_te_rows_keep_the_overrides_but_not_the_phase_directory():
     row = lab.row(lab.phases(clos, True)[1], _summary(clos, {}), {"overrides": 8, "dir": Path("/tmp/x/te")})
     assert row["overrides"] == 8 and "dir" not in row
     json.dumps(row)                           # lab.json: a Path here failed the whole te lab
+
+
+def test_lossless_drops_count_tail_headroom_and_watchdog_drops_of_the_pfc_priorities_only():
+    def row(prio, drops=0, headroom=0, watchdog=0):
+        return {"priority": prio, "drops": drops, "headroom_drops": headroom, "watchdog_drops": watchdog}
+    summary = {"config": {"fabric": {"effective": {"pfc": {"3": {}}}}},
+               "queues": [row(3, 1, 2, 3), row(3, headroom=4), row(0, drops=50), row(7, watchdog=9)]}
+    assert metrics.lossless_drops(summary) == 10
+    summary["config"]["fabric"]["effective"] = {"pfc": {}}       # PFC off: nothing is lossless
+    assert metrics.lossless_drops(summary) == 0

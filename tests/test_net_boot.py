@@ -161,6 +161,8 @@ def test_engine_cli_fabric_commands_reach_the_switches(engine_fabric, tmp_path, 
         assert k.ecn[3] == EcnProfile(4, 16, 0.5) and (k.pfc[3].xoff, k.pfc[3].xon) == (30, 15)
         assert "usage: hash 5tuple|qpn|flowlet" in out
         assert "port   1  rx" in out and "leaf1" in out
+        # per lossless PG: its high-water mark, headroom drops (none) and watchdog counters
+        assert "prio 3  PG max" in out and "headroom drops 0" in out and "watchdog storms 0" in out
         # the link is down in the kernel and the controller routes around it
         assert "state DOWN" in subprocess.run(["ip", "link", "show", engine_fabric.mn["leaf1"].intfs[3].name],
                                               capture_output=True, text=True).stdout

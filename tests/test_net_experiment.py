@@ -208,6 +208,11 @@ def test_demo_shows_qpn_hashing_spreading_what_5tuple_keeps_on_one_spine(tmp_pat
         assert s["target"] == "engine" and s["config"]["fabric"]["applied"] is True
         assert s["collective"]["status"] == "ok" and s["collective"]["busbw_gbps"] > 0
         assert (out / s["name"] / "link_load.png").read_bytes()[:8] == PNG_MAGIC
+        # PFC is on: the lossless class loses nothing (tail, headroom or watchdog drops)
+        assert s["config"]["fabric"]["effective"]["pfc"]["3"]["headroom"] > 0
+        lost = [q for q in s["queues"] if q["priority"] == 3 and
+                (q["drops"] or q["headroom_drops"] or q["watchdog_drops"])]
+        assert lost == [], lost
         # the P4 program counted the lossless class and the agent the ports: both read back
         assert any(q["priority"] == 3 and q["tx_packets"] > 0 for q in s["queues"]) or \
             any(l["tx_bytes"] > 0 for l in s["links"] if l["from"].startswith("spine"))

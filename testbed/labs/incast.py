@@ -37,8 +37,9 @@ class Incast(Lab):
                Column("lossless_drops", "lossless drops"),
                Column("time_ms", "time (ms)", "{:.0f}")]
 
-    # Headroom above XOFF for the emulated NICs, which react to a pause milliseconds late: with
-    # 64-packet queues the PFC-only phase also tail-drops (labs-notes.md).
+    # Before the per-PG buffer (issue 14) this was the lossless class's headroom: with 64-packet
+    # queues the PFC-only phase tail-dropped. Lossless queues have no packet limit now (the PGs'
+    # headroom is what absorbs late reactions); this only sizes the lossy queues.
     port_defaults = {"queue_depth": 256}
 
     def shape(self, quick):

@@ -140,10 +140,11 @@ def ring_job(clos, size, seed=0, qps=1, name=None):
 # queued, busbw 6-9% of line whatever the hashing), so the CPU, not the links, set the pace
 # and hashing could not matter. At 2 Mb/s the doubled uplink ran at 84%: link-bound again.
 RING_SHAPE = dict(spines=4, leaves=2, hosts_per_leaf=4, link_rate_mbps=2.0, oversubscription=1.0)
-# Headroom above XOFF: with the default 64-packet queues the collided uplink tail-dropped
-# (qpscaling, 5-tuple: 159 drops at leaf1 port 5 despite PFC), and each loss cost go-back-N
-# and local ACK timeouts of ~1 s at 2 Mb/s, which swamped the hashing effect. Until PFC is
-# lossless on the emulated NICs (labs-notes.md), the ring labs measure hashing, not losses.
+# Headroom above XOFF before the per-PG buffer (issue 14): with the default 64-packet queues the
+# collided uplink tail-dropped (qpscaling, 5-tuple: 159 drops at leaf1 port 5 despite PFC), and
+# each loss cost go-back-N and local ACK timeouts of ~1 s at 2 Mb/s, which swamped the hashing
+# effect. Lossless queues have no packet limit now (PG headroom absorbs late reactions); the
+# 256 packets only size the lossy queues.
 RING_PORTS = {"queue_depth": 256}
 
 

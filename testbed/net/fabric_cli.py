@@ -2,12 +2,14 @@
 
     fabric                      the plan: switches, ports, peers, rates, P4Runtime addresses
     pingall                     every host to every other host's NICs, in parallel
-    stats [SWITCH]              per-port packet/byte counters
-    queues [SWITCH]             per-queue drops, max depth, ECN marks, PFC sent/received, paused time
+    stats [SWITCH]              per-port packet/byte counters; per lossless PG the most it held,
+                                headroom drops (must be 0) and PFC watchdog storms/drops
+    queues [SWITCH]             per-queue drops, max depth, ECN marks, PFC sent/received, paused time,
+                                headroom drops, watchdog storms, PG high-water mark
     hash 5tuple|qpn|flowlet     ECMP hash mode on every switch
     flowlet_gap US              flowlet inactivity gap
     ecn KMIN KMAX PMAX          ECN marking thresholds (packets) and max probability
-    pfc XOFF XON | pfc on|off   PFC thresholds (packets), or PFC generation on/off
+    pfc XOFF XON | pfc on|off   PFC thresholds (bytes per ingress PG), or PFC generation on/off
     link A B up|down            Mininet's command, also telling the controller (ECMP repair)
 
 Fabric knobs go through the FabricController (testbed/control); on a target without one
@@ -81,7 +83,7 @@ class FabricCLI(CLI):
         print(f"*** Results: {100.0 * lost / max(sent, 1):.0f}% dropped ({sent - lost}/{sent} received)")
 
     def do_stats(self, line):
-        "stats [SWITCH...]: per-port counters (packets/bytes in and out)."
+        "stats [SWITCH...]: per-port counters (packets/bytes in and out), lossless PG and watchdog counters."
         from testbed.net import telemetry
         for name in self._switch_names(line):
             counters = telemetry.port_counters(self.fabric, name)
@@ -89,6 +91,12 @@ class FabricCLI(CLI):
             for port, c in sorted(counters.items()):
                 print(f"  port {port:>3}  rx {c.get('rx_packets', 0):>8} pkts {c.get('rx_bytes', 0):>10} B"
                       f"   tx {c.get('tx_packets', 0):>8} pkts {c.get('tx_bytes', 0):>10} B")
+                for prio in self.fabric.pfc_priorities:
+                    if "pg_max_bytes" not in c:
+                        break          # no buffer model on this target (BMv2, kernel)
+                    print(f"      prio {prio}  PG max {c['pg_max_bytes'][prio]} B  headroom drops "
+                          f"{c['headroom_drops'][prio]}  watchdog storms {c['watchdog_storms'][prio]} "
+                          f"drops {c['watchdog_drops'][prio]}")
 
     def do_queues(self, line):
         "queues [SWITCH...]: per-queue drops, max depth, ECN marks, PFC frames and paused time."
@@ -100,9 +108,12 @@ class FabricCLI(CLI):
                 return
             print(name)
             for q in rows:
-                if any(q.get(k) for k in ("drops", "max_depth", "ecn_marked", "pfc_tx", "pfc_rx", "paused_us")):
+                if any(q.get(k) for k in ("drops", "max_depth", "ecn_marked", "pfc_tx", "pfc_rx", "paused_us",
+                                          "headroom_drops", "watchdog_storms", "pg_max_bytes")):
                     print(f"  port {q['port']:>3} prio {q['priority']}  drops {q['drops']}  max_depth {q['max_depth']}"
-                          f"  ecn {q['ecn_marked']}  pfc_tx {q['pfc_tx']}  pfc_rx {q['pfc_rx']}  paused {q['paused_us']} us")
+                          f"  ecn {q['ecn_marked']}  pfc_tx {q['pfc_tx']}  pfc_rx {q['pfc_rx']}  paused {q['paused_us']} us"
+                          f"  headroom_drops {q['headroom_drops']}  storms {q['watchdog_storms']}"
+                          f"  pg_max {q['pg_max_bytes']} B")
 
     def do_hash(self, line):
         "hash 5tuple|qpn|flowlet: set the ECMP hash mode on every switch."
@@ -133,7 +144,7 @@ class FabricCLI(CLI):
         self._call("set_ecn", kmin, kmax, pmax)
 
     def do_pfc(self, line):
-        "pfc XOFF XON: pause thresholds in packets; pfc on|off: PFC generation."
+        "pfc XOFF XON: pause thresholds in bytes per ingress PG; pfc on|off: PFC generation."
         words = line.split()
         if words in (["on"], ["off"]):
             self._call("set_pfc", words[0] == "on")

@@ -25,9 +25,13 @@ ETHERNET_OVERHEAD = 18            # header 14 + FCS 4: a maximum frame is MTU + 
 PROPAGATION_NS_PER_M = 5.0        # light in fibre or copper: about 2/3 c, 5 ns per metre
 
 # --- real time (the lab: 10 Mb/s links, engine switches as processes on a shared machine) ----
-#: The loop lag the real-time headroom covers: the 99.9th percentile of the engine switch's
-#: measured loop lag (Switch.loop_lag) during a 16:1 incast on the 2-core development machine
-#: with a busy-loop CPU hog per core beside it (see the buffers report in the lab guide).
+#: The response time the real-time headroom covers: the engine switches' measured loop lag
+#: (Switch.loop_lag, in summary.json "buffers"), twice over: the switch that should pause runs
+#: late, then the peer that should stop does. Measured 2026-11-24 on the 2-core development
+#: machine, 16:1 incast (`rocelab run --spines 1 --leaves 17 --hosts-per-leaf 1 --pattern
+#: incast --pfc on --cts off`) with a busy loop per core beside it and load average 7-31 from
+#: other work: 99.9th percentile 28-100 ms on the spine, 15-52 ms on the leaves (maxima up to
+#: 178 ms). 150 ms covers the worst spine's plus the worst leaf's 99.9th percentile.
 REALTIME_RESPONSE_US = 150_000.0
 LAB_CABLE_M = 0.0                  # veths: no propagation unless --delay-us says so
 LAB_MTU = 1500
