@@ -114,15 +114,20 @@ _NIC_KEYS = {"line_rate_mbps", "mtu", "ack_every", "ack_delay_s", "lat_timeout_s
              "pfc_xoff_bytes", "pfc_xon_bytes", "pfc_quanta"}
 
 
+MAX_INT = 1 << 40     # no count, size or port in a job comes near this; larger is a typo or an attack
+MAX_NUMBER = 1e12
+
+
 def _int(data, key, default, lo=1, hi=None, where="job"):
     value = data.get(key, default)
+    hi = MAX_INT if hi is None else hi
     if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
         rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
         raise JobError(f"{where}.{key}: expected an integer {rng}, got {_shown(value)}")
     return value
 
 
-def _num(data, key, default, where="job", positive=True, hi=None):
+def _num(data, key, default, where="job", positive=True, hi=MAX_NUMBER):
     value = data.get(key, default)
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
             or (positive and value == 0) or (hi is not None and value > hi)):

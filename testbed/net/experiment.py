@@ -50,6 +50,11 @@ class FabricSettings:
             kmin, kmax, pmax = self.ecn
             if not (0 <= kmin < kmax and 0.0 < pmax <= 1.0):
                 raise ExperimentError(f"--ecn {kmin},{kmax},{pmax}: need 0 <= KMIN < KMAX and 0 < PMAX <= 1")
+            from testbed.control.knobs import EcnProfile, KnobError
+            try:  # what the controller would refuse after the boot is refused now
+                EcnProfile(kmin, kmax, pmax).check("--ecn")
+            except KnobError as exc:
+                raise ExperimentError(str(exc)) from None
         return self
 
 
