@@ -486,6 +486,21 @@ def test_every_port_has_its_own_pg_and_gets_its_xoff_and_xon(fab):
         assert registers["pfc_paused"].read(slot) == 0 and registers["pg_bytes"].read(slot) == 0
 
 
+def test_the_pfc_knobs_set_the_engine_buffers_pg_profiles_over_p4runtime(fab):
+    needs_engine(fab, "reads the engine's buffer")
+    from testbed.switch.buffers import REALTIME_RESPONSE_US, PgProfile, headroom_bytes
+    # the default: the calculator's headroom for leaf1's fastest port
+    fastest = max(p.rate_mbps for p in fab.leaf.ports.values()) * 1e6
+    profile = fab.switch.buffer.profiles[3]
+    assert profile.lossless and profile.headroom == headroom_bytes(fastest, 0, 1500, REALTIME_RESPONSE_US)
+    fab.ctl.set_pfc(20_000, 9_000, headroom=50_000, reserved=3_000, priorities=(3, 5))
+    assert fab.switch.buffer.profiles[3] == fab.switch.buffer.profiles[5] == \
+        PgProfile(xoff=20_000, xon=9_000, headroom=50_000, reserved=3_000, lossless=True)
+    assert not fab.switch.buffer.lossless(0)
+    fab.ctl.set_pfc(False, priorities=(3, 5))
+    assert not any(p.lossless for p in fab.switch.buffer.profiles)
+
+
 def test_pfc_stays_quiet_on_lossy_priorities_and_when_off(fab):
     needs_engine(fab, "sets the queue depth egress sees")
     lossy = roce(fab, dst="10.1.1.2", dscp=0)
