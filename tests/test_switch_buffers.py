@@ -299,3 +299,24 @@ def test_headroom_calculator_cli_prints_bytes_and_refuses_bad_input_in_one_line(
     for bad in (["--rate", "fast"], ["--cable-m", "-3"], ["--mtu", "x"]):
         done = subprocess.run(run + bad, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_pg_profiles_come_from_the_program_table_and_one_that_does_not_fit_is_refused_aloud():
+    from types import SimpleNamespace
+    from testbed.p4engine.tables import ActionCall, Exact
+    from testbed.switch.buffers import PG_PROFILE_TABLE
+
+    def entry(prio, headroom):
+        return SimpleNamespace(keys=[Exact(prio)], action=ActionCall("set_pfc_ingress", {
+            "xoff": 4000, "xon": 2000, "headroom": headroom, "reserved": 0, "refresh_us": 100}))
+
+    sw, ports, clock = make(BufferConfig(total_bytes=100_000))
+    rows = [entry(3, 10_000)]
+    sw.pipeline.tables = {PG_PROFILE_TABLE: SimpleNamespace(entries=lambda: rows)}
+    notices = []
+    sw.notice = notices.append
+    assert sw.sync_pg_profiles() is None
+    assert sw.buffer.profiles[3] == PgProfile(4000, 2000, 10_000, 0, True)
+    rows[:] = [entry(3, 40_000)]                   # 3 ports x 40 KB: more than the buffer
+    assert "leave no shared pool" in sw.sync_pg_profiles() and notices
+    assert sw.buffer.profiles[3].headroom == 10_000

@@ -116,8 +116,10 @@ class Switch:
             try:
                 self.buffer.set_profiles(profiles)
             except BufferConfigError as exc:
-                self.last_error = str(exc)
-                return str(exc)
+                self.last_error = f"PG profiles of {PG_PROFILE_TABLE} not applied: {exc}"
+                if self.notice:
+                    self.notice(self.last_error)
+                return self.last_error
         return None
 
     def inject(self, port, frame):
