@@ -164,7 +164,12 @@ class Experiment:
 
         out = Path(out or self.out)
         (out / "ranks").mkdir(parents=True, exist_ok=True)
-        applied = self.apply(settings)
+        self._no_dead_switch()
+        try:
+            applied = self.apply(settings)
+        except FabricError:
+            self._no_dead_switch()  # a switch that died explains a failed knob better
+            raise
         self.log(f"*** {name}: {job['pattern']} of {', '.join(str(s) for s in job['sizes'])} B on "
                  f"{len(job['ranks'])} ranks, {settings.hash} hashing, {job['qps_per_connection']} QP(s) per "
                  f"connection" + ("" if applied else " (fabric knobs not applied: no P4 pipeline on this target)"))
@@ -203,6 +208,15 @@ class Experiment:
         busbw = f"{c['busbw_gbps'] * 1000:.3f} Mb/s" if c["busbw_gbps"] else "-"
         self.log(f"*** {name}: {c['status']}; time {c['time_us']} us, busbw {busbw}; summary in {out / 'summary.json'}")
         return result
+
+    def _no_dead_switch(self):
+        """Before a phase: a switch process that died (between phases, or while the knobs were
+        set) ends the run here, named, rather than as a controller timeout or rank failures."""
+        from testbed.net.nodes import SwitchStartError
+        from testbed.net.watchdog import Watchdog
+        faults = Watchdog(self.fabric).check(force=True)
+        if faults:
+            raise SwitchStartError("; ".join(faults))
 
     def _effective_knobs(self):
         """What the switches hold, read back through the controller (None without one)."""
