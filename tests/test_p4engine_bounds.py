@@ -74,3 +74,24 @@ def test_exponential_macro_expansion_is_stopped_with_the_line_named():
     macros = "\n".join(["#define A0 x"] + [f"#define A{i} A{i - 1} A{i - 1}" for i in range(1, 40)])
     with pytest.raises(P4Error, match=r"laughs\.p4:41:1: error: macro expansion of this line exceeds"):
         compile_source(macros + "\nconst bit<8> Q = A39;\n" + BASE, "laughs.p4")
+
+
+@pytest.mark.parametrize("condition, taken", [
+    ("1 << 99999999999", False),                     # 64-bit arithmetic: shifted out, no huge number
+    ("(1 << 63) < 0 && (1 << 64) == 0", True),
+    ("0x7fffffffffffffff + 1 < 0", True),
+    ("0x1F == 31 && 10UL == 10", True),              # hex and suffixed literals are numbers, not names
+    ("UNDEFINED_NAME == 0", True),
+])
+def test_preprocessor_if_is_64_bit_arithmetic(condition, taken):
+    source = f"#if {condition}\n#error taken\n#endif\n" + BASE
+    if taken:
+        with pytest.raises(P4Error, match=r"if\.p4:2:1: error: #error taken"):
+            compile_source(source, "if.p4")
+    else:
+        compile_source(source, "if.p4")
+
+
+def test_preprocessor_if_too_long_to_evaluate_is_located():
+    with pytest.raises(P4Error, match=r"if\.p4:1:1: error: cannot evaluate #if expression"):
+        compile_source("#if " + "1+" * 20000 + "1\n#endif\n" + BASE, "if.p4")

@@ -273,35 +273,51 @@ class Preprocessor:
         expr = re.sub(r"defined\s*\(\s*([A-Za-z_]\w*)\s*\)|defined\s+([A-Za-z_]\w*)",
                       lambda m: "1" if (m.group(1) or m.group(2)) in self.macros else "0", expr)
         expr = self._expand(expr, loc.file, loc.line)
-        expr = _IDENT.sub(lambda m: m.group(0) if m.group(0) in ("and", "or", "not") else "0", expr)
+        # identifiers left after expansion are 0 (as in C); numbers (0x1f, 10UL) stay as they are
+        expr = re.sub(r"\d\w*|[A-Za-z_]\w*",
+                      lambda m: m.group(0) if m.group(0)[0].isdigit() or m.group(0) in ("and", "or", "not")
+                      else "0", expr)
         py = expr.replace("&&", " and ").replace("||", " or ")
         py = re.sub(r"!(?!=)", " not ", py)
         py = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", py)
         try:
             tree = ast.parse(py.strip(), mode="eval")
             return bool(_safe_eval(tree.body))
-        except (SyntaxError, ValueError, ZeroDivisionError):
+        except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, MemoryError):
             raise P4Error(f"cannot evaluate #if expression '{expr.strip()}'", loc, self.source_map) from None
+
+
+def _int64(value):
+    """#if arithmetic is done in 64 bits, as C preprocessors do (intmax_t): no huge numbers."""
+    return ((value + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
+def _shift(a, b, left):
+    if b < 0:
+        raise ValueError("negative shift")
+    if left:
+        return a << b if b < 64 else 0
+    return a >> min(b, 64)
 
 
 def _safe_eval(node):
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
+        return _int64(node.value)
     if isinstance(node, ast.BoolOp):
         vals = [_safe_eval(v) for v in node.values]
         return all(vals) if isinstance(node.op, ast.And) else any(vals)
     if isinstance(node, ast.UnaryOp):
         v = _safe_eval(node.operand)
-        return {ast.Not: lambda: int(not v), ast.USub: lambda: -v, ast.UAdd: lambda: v,
-                ast.Invert: lambda: ~v}[type(node.op)]()
+        return _int64({ast.Not: lambda: int(not v), ast.USub: lambda: -v, ast.UAdd: lambda: v,
+                       ast.Invert: lambda: ~v}[type(node.op)]())
     if isinstance(node, ast.BinOp):
         a, b = _safe_eval(node.left), _safe_eval(node.right)
         ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
                ast.FloorDiv: lambda: a // b, ast.Div: lambda: a // b, ast.Mod: lambda: a % b,
-               ast.LShift: lambda: a << b, ast.RShift: lambda: a >> b, ast.BitAnd: lambda: a & b,
-               ast.BitOr: lambda: a | b, ast.BitXor: lambda: a ^ b}
+               ast.LShift: lambda: _shift(a, b, True), ast.RShift: lambda: _shift(a, b, False),
+               ast.BitAnd: lambda: a & b, ast.BitOr: lambda: a | b, ast.BitXor: lambda: a ^ b}
         if type(node.op) in ops:
-            return ops[type(node.op)]()
+            return _int64(ops[type(node.op)]())
     if isinstance(node, ast.Compare):
         left = _safe_eval(node.left)
         for op, right_node in zip(node.ops, node.comparators):
