@@ -72,8 +72,9 @@ def test_nesting_too_deep_is_a_located_error_not_an_internal_one(source, line):
 
 def test_exponential_macro_expansion_is_stopped_with_the_line_named():
     macros = "\n".join(["#define A0 x"] + [f"#define A{i} A{i - 1} A{i - 1}" for i in range(1, 40)])
+    from testbed.p4engine.preprocess import Preprocessor
     with pytest.raises(P4Error, match=r"laughs\.p4:41:1: error: macro expansion of this line exceeds"):
-        compile_source(macros + "\nconst bit<8> Q = A39;\n" + BASE, "laughs.p4")
+        Preprocessor().run_text(macros + "\nconst bit<8> Q = A39;\n", "laughs.p4")
 
 
 @pytest.mark.parametrize("condition, taken", [
@@ -84,14 +85,12 @@ def test_exponential_macro_expansion_is_stopped_with_the_line_named():
     ("UNDEFINED_NAME == 0", True),
 ])
 def test_preprocessor_if_is_64_bit_arithmetic(condition, taken):
-    source = f"#if {condition}\n#error taken\n#endif\n" + BASE
-    if taken:
-        with pytest.raises(P4Error, match=r"if\.p4:2:1: error: #error taken"):
-            compile_source(source, "if.p4")
-    else:
-        compile_source(source, "if.p4")
+    from testbed.p4engine.preprocess import Preprocessor
+    out = Preprocessor().run_text(f"#if {condition}\ntaken\n#endif\n", "if.p4")
+    assert ("taken" in out) == taken
 
 
 def test_preprocessor_if_too_long_to_evaluate_is_located():
+    from testbed.p4engine.preprocess import Preprocessor
     with pytest.raises(P4Error, match=r"if\.p4:1:1: error: cannot evaluate #if expression"):
-        compile_source("#if " + "1+" * 20000 + "1\n#endif\n" + BASE, "if.p4")
+        Preprocessor().run_text("#if " + "1+" * 20000 + "1\n#endif\n", "if.p4")
