@@ -8,7 +8,7 @@ import re
 from .errors import Loc, P4Error, SourceMap
 
 BUNDLED_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
-MAX_EXPANSION = 1 << 20      # characters one line may expand to (exponential macros stop there)
+MAX_EXPANSION = 1 << 16      # characters one line may expand to (exponential macros stop there)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIRECTIVE = re.compile(r"^\s*#\s*([A-Za-z_]+)?(.*)$")
 _TOKEN_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|[A-Za-z_][A-Za-z0-9_]*')
