@@ -1,6 +1,7 @@
-"""Parser loops: a state that loops without consuming input ends the parse with
+"""Loops in the engine. Parser: a state that loops without consuming input ends the parse with
 error.ParserTimeout after the engine's step budget (never spins), and `rocelab p4 check`
-warns about such states, located."""
+warns about such states, located. Egress: E2E clones count as passes, so a program cloning
+every packet it sends cannot make packets forever."""
 import os
 import socket
 import subprocess
@@ -130,3 +131,25 @@ def test_switch_process_with_a_looping_parser_answers_and_stops_on_sigterm():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_an_egress_that_clones_every_packet_does_not_make_packets_forever():
+    """E2E clones count as passes (like recirculations): a program cloning every packet it
+    egresses, clones included, ends after MAX_PASSES copies instead of looping in the switch."""
+    from testbed.p4engine.pipeline import MAX_PASSES
+    text = open(PROGRAM).read().replace(
+        "control MyEgress(inout headers_t hdr, inout metadata_t meta,\n"
+        "                 inout standard_metadata_t standard_metadata) { apply { } }",
+        "control MyEgress(inout headers_t hdr, inout metadata_t meta,\n"
+        "                 inout standard_metadata_t standard_metadata) {\n"
+        "    apply { clone(CloneType.E2E, 32w5); }\n}")
+    assert "CloneType.E2E" in text
+    pipeline = compile_source(text, "clones.p4").new_pipeline()
+    pipeline.set_clone_session(5, [(3, 0)])
+    jobs = pipeline.ingress(0, _frame(0x0800), 0)
+    sent = 0
+    while jobs and sent < 10 * MAX_PASSES:          # a traffic manager taking every job
+        tx, more = pipeline.egress(jobs.pop(0), 0, 0, 0, 0, 0)
+        sent += len(tx)
+        jobs.extend(more)
+    assert not jobs and sent == MAX_PASSES + 1

@@ -22,7 +22,7 @@ from .errors import P4RuntimeFault
 
 INSTANCE_NORMAL, INSTANCE_I2E, INSTANCE_E2E, INSTANCE_RECIRC, INSTANCE_REPLICATION, INSTANCE_RESUBMIT = \
     0, 1, 2, 4, 5, 6
-MAX_PASSES = 32            # resubmits/recirculations of one packet before it is dropped
+MAX_PASSES = 32            # resubmits/recirculations/E2E clones of one packet before it is dropped
 
 
 def _noop(S, A):
@@ -360,7 +360,13 @@ class Pipeline:
         self._reset_metadata(C)
         self._copy_field_list(C, S, field_list)
         C[self._instance_type] = INSTANCE_E2E
-        self._clone_out(C, config, job.packet_length, more, job.passes)
+        # a clone counts as a pass: an egress that clones every packet it sees (clones included)
+        # would otherwise make packets forever
+        if job.passes >= MAX_PASSES:
+            if self.log:
+                self.log("Cloned too many times: no clone")
+            return
+        self._clone_out(C, config, job.packet_length, more, job.passes + 1)
 
     # ---------------------------------------------------------------- zero-delay switch
     def process(self, port, data, now_us=0):
