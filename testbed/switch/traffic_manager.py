@@ -280,11 +280,9 @@ class BufferAccount:
         self.ports = sorted(ports)
         self.config = (config or BufferConfig()).check()
         self.profiles = [LOSSY_PROFILE] * NUM_PRIORITIES
-        self.in_reserved = {}       # (port, pg) -> bytes
-        self.in_shared = {}
-        self.in_headroom = {}
-        self.max_held = {}          # (port, pg) -> the most it held
-        self.headroom_drops = {}    # (port, pg) -> packets
+        # (port, pg) -> [reserved, shared, headroom, most held, headroom drops]: one record
+        # per PG, so a packet costs one lookup to admit and one to release
+        self.pgs = {}
         self.shared_used = 0
         self.pool_bytes = 0
         self._resize()
@@ -327,72 +325,83 @@ class BufferAccount:
 
     # -- the data path -------------------------------------------------------
     def admit(self, port, pg, nbytes, queue_bytes):
-        """Charge `nbytes` to (port, pg) if the buffer takes it; returns the charge key, or
-        None for a drop (headroom_drops counts the lossless ones)."""
+        """Charge `nbytes` to (port, pg) if the buffer takes it; returns the charge (the PG's
+        record, for release), or None for a drop (headroom_drops counts the lossless ones)."""
         key = (port, pg)
+        rec = self.pgs.get(key)
+        if rec is None:
+            rec = self.pgs[key] = [0, 0, 0, 0, 0]
         profile = self.profiles[pg] if port is not None else LOSSY_PROFILE
-        reserved = self.in_reserved.get(key, 0)
-        take_reserved = min(nbytes, max(0, profile.reserved - reserved))
+        reserved, shared, headroom = rec[0], rec[1], rec[2]
+        take_reserved = profile.reserved - reserved
+        take_reserved = 0 if take_reserved <= 0 else (nbytes if take_reserved > nbytes else take_reserved)
         need_shared = nbytes - take_reserved
         free = self.pool_bytes - self.shared_used
         if profile.lossless:
-            shared = self.in_shared.get(key, 0)
-            headroom = self.in_headroom.get(key, 0)
-            held = reserved + shared + headroom
-            if need_shared == 0 or (held < profile.xoff and need_shared <= free):
-                self._take(key, reserved + take_reserved, need_shared)
+            if need_shared == 0 or (reserved + shared + headroom < profile.xoff and need_shared <= free):
+                rec[0] = reserved + take_reserved
+                rec[1] = shared + need_shared
+                self.shared_used += need_shared
             elif headroom + nbytes <= profile.headroom:
-                self.in_headroom[key] = headroom + nbytes
+                rec[2] = headroom + nbytes
             else:
-                self.headroom_drops[key] = self.headroom_drops.get(key, 0) + 1
+                rec[4] += 1
                 return None
         else:
             if need_shared and (need_shared > free or queue_bytes + nbytes > self.config.alpha * free):
                 return None
-            self._take(key, reserved + take_reserved, need_shared)
-        held = self.held(key)
-        if held > self.max_held.get(key, 0):
-            self.max_held[key] = held
-        return key
+            rec[0] = reserved + take_reserved
+            rec[1] = shared + need_shared
+            self.shared_used += need_shared
+        held = rec[0] + rec[1] + rec[2]
+        if held > rec[3]:
+            rec[3] = held
+        return rec
 
-    def _take(self, key, reserved, shared):
-        self.in_reserved[key] = reserved
-        if shared:
-            self.in_shared[key] = self.in_shared.get(key, 0) + shared
-            self.shared_used += shared
-
-    def release(self, key, nbytes):
-        """The packet charged to `key` left (or was dropped after admission)."""
-        headroom = self.in_headroom.get(key, 0)
+    def release(self, rec, nbytes):
+        """The packet charged to `rec` (what admit returned) left: headroom first, then the
+        pool, then the reservation."""
+        headroom = rec[2]
         if headroom:
-            part = min(headroom, nbytes)
-            self.in_headroom[key] = headroom - part
+            part = headroom if headroom < nbytes else nbytes
+            rec[2] = headroom - part
             nbytes -= part
-        shared = self.in_shared.get(key, 0)
+        shared = rec[1]
         if nbytes and shared:
-            part = min(shared, nbytes)
-            self.in_shared[key] = shared - part
+            part = shared if shared < nbytes else nbytes
+            rec[1] = shared - part
             self.shared_used -= part
             nbytes -= part
         if nbytes:
-            self.in_reserved[key] = max(0, self.in_reserved.get(key, 0) - nbytes)
+            rec[0] = max(0, rec[0] - nbytes)
 
     # -- state -----------------------------------------------------------------
     def held(self, key):
-        return self.in_reserved.get(key, 0) + self.in_shared.get(key, 0) + self.in_headroom.get(key, 0)
+        rec = self.pgs.get(key)
+        return rec[0] + rec[1] + rec[2] if rec else 0
+
+    def in_headroom(self, key):
+        rec = self.pgs.get(key)
+        return rec[2] if rec else 0
+
+    def in_reserved(self, key):
+        rec = self.pgs.get(key)
+        return rec[0] if rec else 0
 
     def port_state(self, port):
         """Per-PG lists of one ingress port: bytes held, headroom in use, the most held, drops."""
+        recs = [self.pgs.get((port, pg)) or (0, 0, 0, 0, 0) for pg in range(NUM_PRIORITIES)]
         return {
-            "pg_bytes": [self.held((port, pg)) for pg in range(NUM_PRIORITIES)],
-            "pg_headroom_bytes": [self.in_headroom.get((port, pg), 0) for pg in range(NUM_PRIORITIES)],
-            "pg_max_bytes": [self.max_held.get((port, pg), 0) for pg in range(NUM_PRIORITIES)],
-            "headroom_drops": [self.headroom_drops.get((port, pg), 0) for pg in range(NUM_PRIORITIES)],
+            "pg_bytes": [r[0] + r[1] + r[2] for r in recs],
+            "pg_headroom_bytes": [r[2] for r in recs],
+            "pg_max_bytes": [r[3] for r in recs],
+            "headroom_drops": [r[4] for r in recs],
         }
 
     def reset_watermarks(self):
         """Start the high-water marks (pg_max_bytes) again from what is held now."""
-        self.max_held = {key: self.held(key) for key in self.max_held}
+        for rec in self.pgs.values():
+            rec[3] = rec[0] + rec[1] + rec[2]
 
     def status(self):
         return {"total_bytes": self.config.total_bytes, "pool_bytes": self.pool_bytes,
