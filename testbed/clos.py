@@ -30,6 +30,9 @@ MAX_HOSTS = 128
 CPU_PORT = 510  # like BMv2 setups: below the 511 drop port, above any front-panel port
 
 
+MAX_FABRIC_FILE_BYTES = 16 << 20
+
+
 class TopologyError(ValueError):
     """An invalid fabric shape; the message names the parameter at fault."""
 
@@ -222,8 +225,22 @@ class Clos:
 
     @classmethod
     def load(cls, path):
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
+        """The Clos a fabric.json describes; TopologyError for a file that is not one (binary,
+        oversized, nested too deeply, non-finite numbers), OSError when it cannot be read."""
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FABRIC_FILE_BYTES + 1)
+        if len(raw) > MAX_FABRIC_FILE_BYTES:
+            raise TopologyError(f"larger than a fabric description may be ({MAX_FABRIC_FILE_BYTES} bytes)")
+
+        def refuse(name):
+            raise TopologyError(f"{name} is not a number in JSON")
+        try:
+            data = json.loads(raw.decode("utf-8"), parse_constant=refuse)
+        except RecursionError:
+            raise TopologyError("JSON nested too deeply") from None
+        if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
+            raise TopologyError("expected a JSON object with a \"spec\" object (as the Clos builder writes)")
+        return cls.from_dict(data)
 
 
 def _switch_dict(s):

@@ -51,3 +51,16 @@ def test_huge_size_is_refused_with_the_time_it_would_take(capsys):
     assert main(["run", "--size", "1024G", "--link-rate", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--size" in err[0] and "would run for" in err[0]
+
+
+@pytest.mark.parametrize("content", [b"[" * 100000 + b"]" * 100000, bytes(range(256)) * 4,
+                                     b'{"spec": {"spines": NaN}}', b"[]", b'{"spec": [1]}'])
+@pytest.mark.parametrize("command", [["fabric", "hash", "qpn"], ["stats"], ["te", "run", "--programmer", "dry-run"]])
+def test_a_fabric_file_that_is_not_one_is_one_line(tmp_path, capsys, content, command):
+    path = tmp_path / "fabric.json"
+    path.write_bytes(content)
+    argv = command[:1] + ["--fabric", str(path)] + command[1:] if command[0] != "te" else \
+        command + ["--fabric", str(path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "Traceback" not in err[0]
