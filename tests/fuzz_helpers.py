@@ -60,8 +60,8 @@ ODD_VALUES = [None, True, False, 0, -1, 1, 2 ** 31, 2 ** 63, 2 ** 64 + 1, 10 ** 
               "\u0000", "\udcff".encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "a" * 5000,
               [], [1], [[[]]], {}, {"a": 1}, {"": None}, "10.0.0.1", "10.1.3.0/24", "::1", "02:00:00:00:00:01",
               "leaf1", "h1-eth0"]
-# JSON text constants Python's json accepts but JSON does not.
-NON_JSON_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"]
+# JSON text constants Python's json accepts but JSON does not, and numbers it cannot convert.
+NON_JSON_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "9" * 5000, "-" + "1" * 4400]
 
 
 def odd_value(rng):

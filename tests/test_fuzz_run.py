@@ -82,7 +82,7 @@ def _job_inputs(rng):
             key = rng.choice(["sizes", "nic", "ranks", "name", "classes"])
             yield base.replace(f'"{key}": '.encode(), f'"{key}": {inner}, "x{key}": '.encode(), 1)
         else:
-            value = rng.choice(["NaN", "Infinity", "-Infinity", "1e400", "1e30", "18446744073709551617"])
+            value = rng.choice(["NaN", "Infinity", "-Infinity", "1e400", "1e30", "18446744073709551617", "9" * 5000])
             key = rng.choice(["timeout_s", "iterations", "chunk_bytes", "line_rate_mbps", "refresh_s", "g"])
             yield base.replace(f'"{key}": '.encode(), f'"{key}": {value}, "x{key}": '.encode(), 1) \
                 if rng.random() < 0.3 else json.dumps(VALID_JOB).replace(
@@ -257,6 +257,8 @@ def test_fuzz_rest_bodies_into_the_te_service(te_wsgi):
      "rate_mbps"),
     ("PUT", "/te/interval", b'{"interval_s": Infinity}', "Infinity"),
     ("GET", "/te/switches?timeout=abc", b"", "timeout"),
+    ("POST", "/te/demands", b'{"leaf": "leaf1", "ingress_port": ' + b"9" * 5000 + b', "dst_prefix": "10.1.3.0/24", '
+     b'"rate_mbps": 1}', "request body"),
     ("POST", "/te/overrides", deep_json_text(100000).encode(), "request body"),
     ("POST", "/te/links/leaf1/1e400/down", b"", "port"),
 ])

@@ -336,6 +336,8 @@ def loads_job(text, where="job"):
         raise JobError(f"{where}: JSON nested too deeply (a job nests at most {MAX_NESTING} levels)") from None
     except JobError as exc:
         raise JobError(f"{where}: {exc}") from None
+    except ValueError as exc:  # e.g. an integer literal with more digits than Python converts
+        raise JobError(f"{where}: not usable JSON: {str(exc)[:100]}") from None
     if _nesting(data, MAX_NESTING):
         raise JobError(f"{where}: JSON nested too deeply (a job nests at most {MAX_NESTING} levels)")
     return data

@@ -95,6 +95,10 @@ def parse_body(raw):
         raise FieldError(f"request body is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except RecursionError:
         raise FieldError(f"request body nests deeper than {MAX_NESTING} levels") from None
+    except FieldError:
+        raise
+    except ValueError as exc:  # e.g. an integer literal with more digits than Python converts
+        raise FieldError(f"request body is not usable JSON: {str(exc)[:100]}") from None
     if not isinstance(data, dict):
         raise FieldError("request body must be a JSON object")
     if _too_deep(data, MAX_NESTING):
