@@ -146,7 +146,7 @@ def _shown(value):
 def _mac(value, where):
     parts = str(value).split(":")
     if len(parts) != 6 or not all(len(p) == 2 and all(c in "0123456789abcdefABCDEF" for c in p) for p in parts):
-        raise JobError(f"{where}: {value!r} is not a MAC address like 02:00:00:00:00:01")
+        raise JobError(f"{where}: {_shown(value)} is not a MAC address like 02:00:00:00:00:01")
     return str(value).lower()
 
 
@@ -158,8 +158,8 @@ def parse_job(data):
     if unknown:
         raise JobError(f"job: unknown key(s) {sorted(unknown)}")
     pattern = data.get("pattern")
-    if pattern not in PATTERNS:
-        raise JobError(f"job.pattern: {pattern!r} is not one of {', '.join(PATTERNS)}")
+    if not isinstance(pattern, str) or pattern not in PATTERNS:
+        raise JobError(f"job.pattern: {_shown(pattern)} is not one of {', '.join(PATTERNS)}")
     if "sizes" in data and "size" in data:
         raise JobError("job: give either 'size' or 'sizes', not both")
     sizes = data.get("sizes", [data.get("size", 1 << 20)])
@@ -186,12 +186,12 @@ def parse_job(data):
         try:
             ip = str(ipaddress.IPv4Address(r["ip"]))
         except ValueError:
-            raise JobError(f"{where}.ip: {r['ip']!r} is not an IPv4 address") from None
+            raise JobError(f"{where}.ip: {_shown(r['ip'])} is not an IPv4 address") from None
         if ip in seen_ips:
             raise JobError(f"{where}.ip: {ip} is used by two ranks (one rank per host address)")
         seen_ips.add(ip)
         if "rank" in r and r["rank"] != i:
-            raise JobError(f"{where}.rank: is {r['rank']!r} but ranks are listed in order (expected {i})")
+            raise JobError(f"{where}.rank: is {_shown(r['rank'])} but ranks are listed in order (expected {i})")
         if not isinstance(r["iface"], str) or not 0 < len(r["iface"]) <= 15:
             raise JobError(f"{where}.iface: expected an interface name of 1..15 characters")
         ranks.append(RankHost(i, str(r.get("host", f"rank{i}")), ip, _mac(r["mac"], f"{where}.mac"), r["iface"],
@@ -246,11 +246,11 @@ def parse_job(data):
                        "\"budget_bytes\"}")
     chunk = _int(data, "chunk_bytes", 65536, 4)
     spread = data.get("qp_spread", "round_robin")
-    if spread not in ("round_robin", "split"):
-        raise JobError(f"job.qp_spread: {spread!r} is not 'round_robin' or 'split'")
+    if not isinstance(spread, str) or spread not in ("round_robin", "split"):
+        raise JobError(f"job.qp_spread: {_shown(spread)} is not 'round_robin' or 'split'")
     slicing = data.get("slicing", False)
     if not isinstance(slicing, bool):
-        raise JobError(f"job.slicing: expected true or false, got {slicing!r}")
+        raise JobError(f"job.slicing: expected true or false, got {_shown(slicing)}")
     job = Job(
         name=str(data.get("name", pattern)), pattern=pattern, sizes=sizes, ranks=ranks,
         iterations=_int(data, "iterations", 1), warmup=_int(data, "warmup", 0, 0),
@@ -295,7 +295,7 @@ def _weights(matrix, n):
             raise JobError(f"{where}[{r}]: expected {n} numbers (one per rank)")
         for p, w in enumerate(row):
             if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
-                raise JobError(f"{where}[{r}][{p}]: expected a non-negative number, got {w!r}")
+                raise JobError(f"{where}[{r}][{p}]: expected a non-negative number, got {_shown(w)}")
     scaled = [[round(w * 1000) for w in row] for row in matrix]   # integer proportions, exact splits
     for r, row in enumerate(scaled):
         if not sum(row):

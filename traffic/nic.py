@@ -84,11 +84,11 @@ class TrafficClass:
         if isinstance(ecn, str):
             names = {"not-ect": 0, "ect1": 1, "ect(1)": 1, "ect0": 2, "ect(0)": 2, "ce": 3}
             if ecn.lower() not in names:
-                raise ValueError(f"{where}.ecn: {ecn!r} is not one of {sorted(names)}")
+                raise ValueError(f"{where}.ecn: {str(ecn)[:40]!r} is not one of {sorted(names)}")
             merged["ecn"] = names[ecn.lower()]
         for key, hi in (("dscp", 63), ("priority", 7), ("ecn", 3)):
             if isinstance(merged[key], bool) or not isinstance(merged[key], int) or not 0 <= merged[key] <= hi:
-                raise ValueError(f"{where}.{key}: expected an integer 0..{hi}, got {merged[key]!r}")
+                raise ValueError(f"{where}.{key}: expected an integer 0..{hi}, got {repr(merged[key])[:40]}")
         return cls(**merged)
 
 
