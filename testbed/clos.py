@@ -27,6 +27,11 @@ PRODUCTION_LINK_GBPS = 400.0
 
 MAX_SWITCHES = 64
 MAX_HOSTS = 128
+# Virtual time has no processes per switch: the limits are the event and memory budget (see
+# testbed/sim/budget.py), and rates are production ones.
+MAX_VIRTUAL_SWITCHES = 1024
+MAX_VIRTUAL_HOSTS = 4096
+MAX_VIRTUAL_RATE_MBPS = 1_600_000
 CPU_PORT = 510  # like BMv2 setups: below the 511 drop port, above any front-panel port
 
 
@@ -118,6 +123,7 @@ class ClosSpec:
     agg_oversubscription: float = 1.0  # spine down capacity : spine up capacity
     grpc_base_port: int = 50000
     thrift_base_port: int = 9090
+    clock: str = "real"  # "virtual": production rates and larger fabrics (one process, no Mininet)
 
     def validate(self):
         def need(cond, what):
@@ -128,10 +134,16 @@ class ClosSpec:
             value = getattr(self, name)
             need(isinstance(value, int) and value >= 1,
                  f"--{name.replace('_', '-')} must be a whole number >= 1 (got {value!r})")
+        need(self.clock in ("real", "virtual"), f"--clock {self.clock!r}: choose real or virtual")
+        virtual = self.clock == "virtual"
         need(self.link_rate_mbps > 0, f"--link-rate must be > 0 Mb/s (got {self.link_rate_mbps})")
-        need(self.link_rate_mbps <= 10_000,
-             f"--link-rate {self.link_rate_mbps} Mb/s is beyond what software switches emulate; "
-             "rates are scaled down (try 10-100)")
+        if virtual:
+            need(self.link_rate_mbps <= MAX_VIRTUAL_RATE_MBPS,
+                 f"--link-rate {self.link_rate_mbps} Mb/s: at most {MAX_VIRTUAL_RATE_MBPS} (1.6 Tb/s)")
+        else:
+            need(self.link_rate_mbps <= 10_000,
+                 f"--link-rate {self.link_rate_mbps} Mb/s is beyond what software switches emulate in "
+                 "real time; rates are scaled down (try 10-100), or use --clock virtual")
         need(0.25 <= self.oversubscription <= 16,
              f"--oversubscription must be between 0.25 and 16 (got {self.oversubscription})")
         need(self.leaves % self.rails == 0,
@@ -146,11 +158,17 @@ class ClosSpec:
             need(self.aggs == 0, "--aggs needs --zones > 1")
         switches = self.zones * (self.spines + self.leaves) + self.aggs
         hosts = self.zones * (self.leaves // self.rails) * self.hosts_per_leaf
-        need(switches <= MAX_SWITCHES,
-             f"{switches} switches is more than one machine runs (max {MAX_SWITCHES}); "
-             "use fewer spines/leaves/zones, or Mininet's cluster mode")
-        need(hosts <= MAX_HOSTS, f"{hosts} hosts is more than one machine runs (max {MAX_HOSTS})")
-        for name in ("grpc_base_port", "thrift_base_port"):
+        if virtual:
+            need(switches <= MAX_VIRTUAL_SWITCHES, f"{switches} switches: virtual time runs at most "
+                 f"{MAX_VIRTUAL_SWITCHES}")
+            need(hosts <= MAX_VIRTUAL_HOSTS, f"{hosts} hosts: virtual time runs at most {MAX_VIRTUAL_HOSTS}")
+        else:
+            need(switches <= MAX_SWITCHES,
+                 f"{switches} switches is more than one machine runs in real time (max {MAX_SWITCHES}); "
+                 "use fewer spines/leaves/zones, --clock virtual, or Mininet's cluster mode")
+            need(hosts <= MAX_HOSTS, f"{hosts} hosts is more than one machine runs in real time (max {MAX_HOSTS}); "
+                 "use --clock virtual")
+        for name in () if virtual else ("grpc_base_port", "thrift_base_port"):  # virtual: ephemeral ports
             base = getattr(self, name)
             need(1024 <= base and base + switches < 65536, f"--{name.replace('_', '-')} {base} out of range")
 

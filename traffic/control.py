@@ -17,11 +17,20 @@ class BarrierTimeout(Exception):
 
 
 class ControlPlane:
-    def __init__(self, rank, ips, port, dscp=46, coordinator=0):
+    def __init__(self, rank, ips, port, dscp=46, coordinator=0, sock=None):
+        """sock: an already bound datagram socket (virtual time passes a simulated one);
+        by default a UDP socket bound to this rank's IP and `port`."""
         self.rank = rank
         self.ips = ips                      # rank -> IP
         self.port = port
         self.coordinator = coordinator
+        self.ready = {}                     # epoch -> set of ranks (coordinator only)
+        self.released = set()               # epochs for which we received "go"
+        self._last_ready = {}
+        self._released_sent = set()         # epochs whose "go" the coordinator has broadcast
+        if sock is not None:
+            self.sock = sock
+            return
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.setsockopt(socket.IPPROTO_IP, IP_TOS, dscp << 2)
@@ -31,10 +40,6 @@ class ControlPlane:
             self.sock.close()
             raise OSError(exc.errno, f"control plane: cannot bind UDP {ips[rank]}:{port}: {exc.strerror}") from None
         self.sock.setblocking(False)
-        self.ready = {}                     # epoch -> set of ranks (coordinator only)
-        self.released = set()               # epochs for which we received "go"
-        self._last_ready = {}
-        self._released_sent = set()         # epochs whose "go" the coordinator has broadcast
 
     def fileno(self):
         return self.sock.fileno()

@@ -336,7 +336,10 @@ class QueuePair:
 class Nic:
     """The emulated NIC of one host. Single-threaded: call :meth:`poll` in a loop."""
 
-    def __init__(self, iface, mac, ip, cfg=None, clock=time.monotonic, open_sockets=True):
+    def __init__(self, iface, mac, ip, cfg=None, clock=time.monotonic, open_sockets=True, port=None, wait=None):
+        """clock: seconds; port: what frames go out of and come in from (default a raw socket on
+        `iface`); wait(seconds): how the loop sleeps until input or a deadline (default select on
+        the port and `extra_fds`). Virtual time passes a simulated clock, port and wait."""
         self.cfg = cfg or NicConfig()
         self.cfg.validate()
         self.iface = iface
@@ -348,8 +351,12 @@ class Nic:
         self._qp_list = []
         self._rr = 0
         self.ip_id = 0
-        self.sock = RawSocket(iface, mac) if open_sockets else None
-        self.sink = PortSink() if open_sockets else None
+        if port is not None:
+            self.sock, self.sink = port, None
+        else:
+            self.sock = RawSocket(iface, mac) if open_sockets else None
+            self.sink = PortSink() if open_sockets else None
+        self._wait = wait or self._select
         self.extra_fds = []          # other sockets the loop should wake up for (control plane)
         self.on_rx_bytes = None      # callback(qp, nbytes) for in-order payload
         self.on_rx_consumed = None   # callback(qp, nbytes) when the host has taken payload in
@@ -713,8 +720,11 @@ class Nic:
                         min((qp.next_send for qp in self._qp_list if qp.has_work()), default=now))
             wait = min(wait, max(0.0, ready - now))
         if wait > 0:
-            select.select([self.sock.sock] + self.extra_fds, [], [], wait)
+            self._wait(wait)
         return False
+
+    def _select(self, seconds):
+        select.select([self.sock.sock] + self.extra_fds, [], [], seconds)
 
     def busy(self):
         return any(qp.outstanding or qp.pending for qp in self._qp_list)

@@ -109,13 +109,17 @@ def _arp_lookup(ip):
 
 
 class RankRunner:
-    def __init__(self, job, rank, clock=time.monotonic, log=None):
+    def __init__(self, job, rank, clock=time.monotonic, log=None, io=None):
+        """io: the host's ports when they are not the kernel's (virtual time): an object with
+        `nic_port` (send/recv/close like a raw socket), `control_socket` (a bound datagram
+        socket) and `wait(seconds)` (sleep until input arrives or the time passes)."""
         if not 0 <= rank < job.n:
             raise ValueError(f"--rank {rank}: the job has ranks 0..{job.n - 1}")
         self.job = job
         self.rank = rank
         self.me = job.ranks[rank]
         self.now = clock
+        self.io = io
         self.log = log or (lambda msg: None)
         self.peers = collectives.peers(job.pattern, rank, job.n, weights=job.alltoallv_weights)
         self.conns = {}
@@ -149,7 +153,7 @@ class RankRunner:
                 break
             self.ctrl.hello([peer])
             self.ctrl.poll()
-            time.sleep(0.02)
+            self.io.wait(0.02) if self.io else time.sleep(0.02)
         if hop == rh.ip:
             return rh.mac, "job file (no ARP answer)"
         raise RunFailed(f"no MAC for next hop {hop} towards rank {peer} ({rh.ip}); "
@@ -159,9 +163,12 @@ class RankRunner:
         job = self.job
         self.t0 = self.now()
         self.deadline = self.t0 + job.timeout_s
-        self.nic = Nic(self.me.iface, self.me.mac, self.me.ip, job.nic, clock=self.now)
+        io = self.io
+        self.nic = Nic(self.me.iface, self.me.mac, self.me.ip, job.nic, clock=self.now,
+                       port=io.nic_port if io else None, wait=io.wait if io else None)
         self.ctrl = ControlPlane(self.rank, [r.ip for r in job.ranks], job.control_port,
-                                 dscp=job.nic.classes["control"].dscp)
+                                 dscp=job.nic.classes["control"].dscp,
+                                 sock=io.control_socket if io else None)
         self.nic.extra_fds = [self.ctrl.sock]
         self.nic.on_rx_bytes = self._on_rx_bytes
         self.nic.on_rx_consumed = self._on_rx_consumed

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 import logging
 import threading
+import zlib
 
 from testbed import P4_DIR
 from testbed.control import pipeline_config
@@ -31,7 +32,10 @@ class FabricController:
     def __init__(self, clos, program_path=None, *, program=None, target="engine", p4info_path=None,
                  device_config_path=None, election_id=(0, 1), role=None, connect_timeout=10.0,
                  knobs=None, switches=None, down_links=(), rpc_timeout=DEFAULT_RPC_TIMEOUT,
-                 pipeline_timeout=DEFAULT_PIPELINE_TIMEOUT):
+                 pipeline_timeout=DEFAULT_PIPELINE_TIMEOUT, addresses=None, seed=0):
+        """addresses: {switch: "host:port"} where a switch's P4Runtime server is not at its
+        Clos address (virtual time binds ephemeral loopback ports); seed: varies every switch's
+        ECMP hash seed (0 keeps the default, one per device id)."""
         self.clos = clos
         self.program_path = str(program_path or program or DEFAULT_PROGRAM)
         if target not in pipeline_config.TARGETS:
@@ -46,14 +50,16 @@ class FabricController:
             raise ControlError(f"unknown switch(es) {', '.join(unknown)} (the fabric has {', '.join(clos.switches)})")
         self.names = names
         base = (knobs or Knobs()).check()
-        self.knobs = {n: _seeded(base, clos.switches[n]) for n in names}
+        self.knobs = {n: _seeded(base, clos.switches[n], seed) for n in names}
         self._knobs_known = {n: knobs is not None for n in names}
         self.down_links = {link_key(a, b) for a, b in down_links}
         self.routes = compute_routes(clos, frozenset(self.down_links))
         # rpc_timeout: seconds each switch has to answer a read/write (a hung switch then fails
         # with "switch X: no answer within N s" instead of holding the controller's lock);
         # pipeline_timeout: the same for a pipeline push, which compiles the program.
-        self.connections = {n: SwitchConnection(n, clos.switches[n].grpc_addr, clos.switches[n].device_id,
+        addresses = addresses or {}
+        self.connections = {n: SwitchConnection(n, addresses.get(n, clos.switches[n].grpc_addr),
+                                                clos.switches[n].device_id,
                                                 election_id, role, rpc_timeout, pipeline_timeout)
                             for n in names}
         self.installed = {n: None for n in names}        # None = not known yet (read on first use)
@@ -412,9 +418,15 @@ def _on_each(names, work, what):
                            + "\n".join(f"  {exc}" for exc in failed))
 
 
-def _seeded(knobs, switch):
-    # Different hash seeds per switch keep tiers from making correlated choices (polarization).
-    return _with_port_headroom(replace(knobs, hash_seed=switch.device_id & 0xFFFF), switch)
+def _seeded(knobs, switch, seed=0):
+    # Different hash seeds per switch keep tiers from making correlated choices (polarization);
+    # a run's seed moves all of them, as rebooting switches with new seeds would.
+    if seed:
+        mixed = zlib.crc32(f"{seed}/{switch.device_id}".encode())
+        hash_seed = (mixed ^ (mixed >> 16)) & 0xFFFF
+    else:
+        hash_seed = switch.device_id & 0xFFFF
+    return _with_port_headroom(replace(knobs, hash_seed=hash_seed), switch)
 
 
 def _with_port_headroom(knobs, switch):

@@ -229,7 +229,7 @@ class Experiment:
                 "pfc": {str(p): asdict(c) for p, c in k.pfc.items()}, "pfc_pause_us": k.pfc_pause_us}
 
     def _port_config(self):
-        from testbed.net.links import PortModel
+        from testbed.net.port_model import PortModel
         model = PortModel(rate_mbps=0, **self.fabric.port_defaults).as_dict()
         del model["rate_mbps"]  # per link: in "links" and "scale"
         return model

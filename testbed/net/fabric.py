@@ -200,7 +200,7 @@ class FabricNet:
         return self
 
     def _model(self, rate_mbps):
-        from testbed.net.links import PortModel
+        from testbed.net.port_model import PortModel
         return PortModel(rate_mbps=rate_mbps, **self.port_defaults)
 
     def _add_link(self, link):

@@ -82,15 +82,17 @@ class Program:
     def digests(self):
         return self.compiled.digests
 
-    def new_pipeline(self, cpu_port=None, drop_port=511, log=None):
-        return Pipeline(self, cpu_port=cpu_port, drop_port=drop_port, log=log)
+    def new_pipeline(self, cpu_port=None, drop_port=511, log=None, rng=None):
+        return Pipeline(self, cpu_port=cpu_port, drop_port=drop_port, log=log, rng=rng)
 
 
 class Pipeline:
     """One running instance of a Program with its own tables, externs and PRE state
     (testbed/p4engine/CONTRACT.md)."""
 
-    def __init__(self, program, cpu_port=None, drop_port=511, log=None):
+    def __init__(self, program, cpu_port=None, drop_port=511, log=None, rng=None):
+        """rng: the random.Random behind the `random` extern (virtual time seeds one per switch;
+        by default the process-wide generator, like BMv2's)."""
         c = program.compiled
         self.program = program
         self.cpu_port = cpu_port
@@ -106,7 +108,7 @@ class Pipeline:
         g = {"ParserError": codegen.ParserError, "ExitControl": codegen.ExitControl,
              "shl": codegen.shl, "div": codegen.div, "mod": codegen.mod, "packbits": codegen.packbits,
              "logfmt": codegen.logfmt, "reject_parse": codegen.reject_parse, "PARSER_STEPS": codegen.PARSER_STEPS,
-             "parser_extra_steps": codegen.parser_extra_steps, "RANDINT": random.randint, "P4RuntimeFault": P4RuntimeFault,
+             "parser_extra_steps": codegen.parser_extra_steps, "RANDINT": (rng or random).randint, "P4RuntimeFault": P4RuntimeFault,
              "LOG": log}
         g.update(objects)
         for k, v in c.namespace.items():

@@ -139,6 +139,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             port = 0
         if not port:
             raise OSError(f"P4Runtime server: cannot listen on {self.address} (in use or invalid address)")
+        if self.address.endswith(":0"):      # an ephemeral port: say which one
+            self.address = f"{self.address.rsplit(':', 1)[0]}:{port}"
         server.start()
         self._server = server
         return self
@@ -158,7 +160,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
     # -- pipeline config -----------------------------------------------------------
     def _prepare(self, program, p4info, device_config, cookie):
         index = P4InfoIndex(p4info)
-        pipeline = program.new_pipeline(cpu_port=self.switch.cpu_port, log=self.switch.log)
+        rng = getattr(self.switch, "rng", None)     # a seeded `random` extern (virtual time)
+        pipeline = program.new_pipeline(cpu_port=self.switch.cpu_port, log=self.switch.log,
+                                        **({"rng": rng} if rng is not None else {}))
         _check_p4info_matches(index, pipeline)
         return Pipeline_(program, pipeline, index, device_config, cookie)
 

@@ -21,7 +21,8 @@ from testbed.switch import pfc
 from testbed.switch.buffers import (PG_PROFILE_TABLE, WATCHDOG_DETECT_S, BufferConfigError, PgProfile,
                                     auto_watchdog_detect_s)
 from testbed.switch.looplag import LagHistogram
-from testbed.switch.traffic_manager import BufferAccount, DelayLine, EgressPort, NUM_PRIORITIES
+from testbed.switch.traffic_manager import (CATCH_UP_SECONDS, BufferAccount, DelayLine, EgressPort,
+                                            NUM_PRIORITIES)
 
 RX_BATCH = 64           # frames read from one port before looking at the others
 MIN_ETHERNET = 14       # shorter frames are runts: the MAC discards them
@@ -49,7 +50,7 @@ class Switch:
     """
 
     def __init__(self, ports, cpu_port=None, captures=None, log=None, clock=time.perf_counter,
-                 buffer_config=None):
+                 buffer_config=None, catch_up=CATCH_UP_SECONDS):
         self.ports = dict(ports)
         self.cpu_port = cpu_port
         self.captures = captures
@@ -58,9 +59,10 @@ class Switch:
         self.t0 = clock()
         self.lock = threading.RLock()
         self.pipeline = None
-        self.egress_ports = {n: EgressPort(n) for n in self.ports}
+        self.rng = None                     # random.Random for the P4 `random` extern (None: global)
+        self.egress_ports = {n: EgressPort(n, catch_up=catch_up) for n in self.ports}
         if cpu_port is not None and cpu_port not in self.egress_ports:
-            self.egress_ports[cpu_port] = EgressPort(cpu_port)
+            self.egress_ports[cpu_port] = EgressPort(cpu_port, catch_up=catch_up)
         self.counters = {n: PortCounters() for n in self.egress_ports}
         self.buffer = BufferAccount([n for n in self.ports if n != cpu_port], buffer_config)
         self.loop_lag = LagHistogram()       # how late the real-time loop ran (run())

@@ -7,21 +7,31 @@ LINKTYPE_ETHERNET = 1
 SNAPLEN = 65535
 
 
-class PcapWriter:
-    """A classic libpcap file (microsecond timestamps), buffered; flush() makes it readable."""
+MAGIC_USEC = 0xA1B2C3D4
+MAGIC_NSEC = 0xA1B23C4D   # the same format with nanosecond timestamps (tshark reads both)
 
-    def __init__(self, path):
+
+class PcapWriter:
+    """A classic libpcap file, buffered; flush() makes it readable.
+
+    Timestamps come from `clock` (seconds): the wall clock in real time, in microseconds;
+    the simulated clock in virtual time, in nanoseconds (`nanoseconds=True`)."""
+
+    def __init__(self, path, clock=time.time, nanoseconds=False):
         self.path = path
+        self.clock = clock
+        self._scale = 1_000_000_000 if nanoseconds else 1_000_000
         self._file = open(path, "wb", buffering=1 << 16)
-        self._file.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, LINKTYPE_ETHERNET))
+        magic = MAGIC_NSEC if nanoseconds else MAGIC_USEC
+        self._file.write(struct.pack("<IHHiIII", magic, 2, 4, 0, 0, SNAPLEN, LINKTYPE_ETHERNET))
         self.packets = 0
 
     def write(self, frame, when=None):
-        when = time.time() if when is None else when
-        sec = int(when)
-        usec = int((when - sec) * 1_000_000)
+        when = self.clock() if when is None else when
+        ticks = round(when * self._scale)
+        sec, frac = divmod(ticks, self._scale)
         caplen = min(len(frame), SNAPLEN)
-        self._file.write(struct.pack("<IIII", sec, usec, caplen, len(frame)))
+        self._file.write(struct.pack("<IIII", sec, frac, caplen, len(frame)))
         self._file.write(frame[:caplen])
         self.packets += 1
 
@@ -37,14 +47,14 @@ class PcapWriter:
 class PortCaptures:
     """The in/out writers of every port, or nothing at all when captures are off."""
 
-    def __init__(self, directory, port_names):
+    def __init__(self, directory, port_names, clock=time.time, nanoseconds=False):
         if not os.path.isdir(directory):
             raise ValueError(f"--pcap: directory {directory!r} does not exist")
         self.ingress = {}
         self.egress = {}
         for port, name in port_names.items():
-            self.ingress[port] = PcapWriter(os.path.join(directory, f"{name}_in.pcap"))
-            self.egress[port] = PcapWriter(os.path.join(directory, f"{name}_out.pcap"))
+            for suffix, writers in (("in", self.ingress), ("out", self.egress)):
+                writers[port] = PcapWriter(os.path.join(directory, f"{name}_{suffix}.pcap"), clock, nanoseconds)
 
     def flush(self):
         for writer in (*self.ingress.values(), *self.egress.values()):
@@ -59,13 +69,15 @@ def read_pcap(path):
     """[(timestamp, frame)] of a file written by PcapWriter (for tests and reports)."""
     with open(path, "rb") as f:
         data = f.read()
-    if len(data) < 24 or struct.unpack_from("<I", data)[0] != 0xA1B2C3D4:
-        raise ValueError(f"{path}: not a little-endian microsecond pcap file")
+    magic = struct.unpack_from("<I", data)[0] if len(data) >= 24 else None
+    if magic not in (MAGIC_USEC, MAGIC_NSEC):
+        raise ValueError(f"{path}: not a little-endian pcap file")
+    scale = 1e9 if magic == MAGIC_NSEC else 1e6
     out = []
     offset = 24
     while offset + 16 <= len(data):
-        sec, usec, caplen, _length = struct.unpack_from("<IIII", data, offset)
+        sec, frac, caplen, _length = struct.unpack_from("<IIII", data, offset)
         offset += 16
-        out.append((sec + usec / 1e6, data[offset:offset + caplen]))
+        out.append((sec + frac / scale, data[offset:offset + caplen]))
         offset += caplen
     return out

@@ -29,9 +29,9 @@ class EgressPort:
                  "rate_bps", "link_free_at", "backlog",
                  "pfc_enabled", "pause_until", "pause_started", "paused_seconds",
                  "pfc_frames", "pfc_rx", "last_pause_rx", "stormed", "storm_since", "storms", "storm_drops",
-                 "delay", "jitter", "loss", "loss_drops", "_rng")
+                 "delay", "jitter", "loss", "loss_drops", "_rng", "catch_up")
 
-    def __init__(self, number, rate_bps=0, depth=DEFAULT_QUEUE_DEPTH):
+    def __init__(self, number, rate_bps=0, depth=DEFAULT_QUEUE_DEPTH, catch_up=CATCH_UP_SECONDS):
         self.number = number
         self.queues = [deque() for _ in range(NUM_PRIORITIES)]
         self.depth_limit = [depth] * NUM_PRIORITIES
@@ -59,6 +59,7 @@ class EgressPort:
         self.loss = 0.0
         self.loss_drops = 0
         self._rng = random.Random()
+        self.catch_up = catch_up          # 0 on a clock whose wake-ups are exact (virtual time)
 
     # -- configuration -------------------------------------------------
     def set_rate(self, rate_bps):
@@ -146,7 +147,7 @@ class EgressPort:
         if not self.rate_bps:
             return now
         start = self.link_free_at
-        if start < now - CATCH_UP_SECONDS:
+        if start < now - self.catch_up:
             start = now
         self.link_free_at = start + nbytes * 8 / self.rate_bps
         return self.link_free_at

@@ -1,0 +1,290 @@
+"""SimFabric: a Clos of testbed/clos.py on the simulated clock, with the interface of the
+real-time FabricNet that experiments use (controller, switch nodes, counters, ranks).
+
+    with SimFabric(clos, out_dir="runs/x", seed=1) as fabric:
+        reports = fabric.run_ranks(job, "runs/x/ranks")
+
+Each switch's P4Runtime server runs in this process on an ephemeral loopback port, and the
+fabric controller programs `p4/fabric.p4` through it exactly as it does a switch process.
+Cables: serialization at the port's rate plus a propagation delay (defaults: 10 m of copper
+from host to leaf, 100 m of fiber between tiers, 5 ns/m).
+"""
+import json
+import threading
+import time
+from pathlib import Path
+
+from testbed.clos import CPU_PORT
+from testbed.net.port_model import PortModel
+from testbed.sim.nodes import DatagramNet, SimHost, SimSwitch
+from testbed.sim.scheduler import Process, Scheduler
+from testbed.sim.wire import Wire
+
+NS_PER_METER = 5
+HOST_CABLE_M = 10
+FABRIC_CABLE_M = 100
+LOSSLESS_PRIORITIES = (3,)
+SAMPLE_INTERVAL_S = 10e-6
+
+
+class SimFabricError(RuntimeError):
+    pass
+
+
+class SimFabric:
+    clock_kind = "virtual"
+
+    def __init__(self, clos, program=None, out_dir=None, pcap=True, seed=0, port_defaults=None,
+                 pfc_priorities=None, host_cable_m=HOST_CABLE_M, fabric_cable_m=FABRIC_CABLE_M,
+                 controller_options=None, sample_interval_s=SAMPLE_INTERVAL_S, log=None):
+        from testbed.control.controller import DEFAULT_PROGRAM
+        self.clos = clos
+        self.program = Path(program) if program else DEFAULT_PROGRAM
+        self.out_dir = Path(out_dir) if out_dir else None
+        self.pcap_dir = self.out_dir / "pcap" if (pcap and self.out_dir) else None
+        self.seed = int(seed)
+        self.port_defaults = dict(port_defaults or {})
+        self.pfc_priorities = tuple(LOSSLESS_PRIORITIES if pfc_priorities is None else pfc_priorities)
+        self.cable_s = {"host": host_cable_m * NS_PER_METER * 1e-9, "fabric": fabric_cable_m * NS_PER_METER * 1e-9}
+        self.controller_options = dict(controller_options or {})
+        self.sample_interval_s = sample_interval_s
+        self.log = log or (lambda msg: None)
+        self.scheduler = Scheduler()
+        self.nodes = {}
+        self.hosts_by_name = {}
+        self.wires = {}               # (node, port) -> the Wire leaving that end
+        self.datagrams = DatagramNet(self.scheduler)
+        self.controller = None
+        self.timings = {}
+        self._programs = {}
+        self._compile_lock = threading.Lock()
+
+    # --- clock ---
+    def clock(self):
+        return self.scheduler.now()
+
+    # --- boot ---
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self):
+        from testbed.control import FabricController
+        from testbed.p4rt.server import P4RuntimeServer
+        from testbed.switch.pcap import PortCaptures
+
+        t0 = time.monotonic()
+        if not self.program.is_file():
+            raise SimFabricError(f"P4 program {self.program} not found")
+        if self.pcap_dir:
+            self.pcap_dir.mkdir(parents=True, exist_ok=True)
+        sched = self.scheduler
+        for sw in self.clos.switches.values():
+            captures = None
+            if self.pcap_dir:
+                captures = PortCaptures(str(self.pcap_dir), {n: sw.intf(n) for n in sw.ports},
+                                        clock=sched.now, nanoseconds=True)
+            node = SimSwitch(sched, sw, CPU_PORT, captures, seed=self.seed)
+            node.switch.rng = node.rng
+            node.server = P4RuntimeServer(node.switch, device_id=sw.device_id, address="127.0.0.1:0",
+                                          compiler=self._compile).start()
+            self.nodes[sw.name] = node
+        for host in self.clos.hosts.values():
+            self.hosts_by_name[host.name] = SimHost(sched, host, self.datagrams)
+        for link in self.clos.links:
+            self._cable(link)
+        addresses = {name: node.server.address for name, node in self.nodes.items()}
+        ctl = FabricController(self.clos, program=self.program, target="engine", addresses=addresses,
+                               seed=self.seed, **self.controller_options)
+        self.controller = ctl
+        ctl.connect()
+        ctl.push_pipeline()
+        ctl.install_defaults()
+        for node in self.nodes.values():
+            node.apply_port_models(self.port_models(node), self.pfc_priorities)
+        self.timings["boot_s"] = time.monotonic() - t0
+        return self
+
+    def _compile(self, device_config):
+        """Every switch gets the same program: compile it once (each still has its own pipeline)."""
+        from testbed.p4engine import P4Error, compile_source
+        from testbed.p4rt.errors import invalid
+        with self._compile_lock:
+            program = self._programs.get(device_config)
+            if program is None:
+                try:
+                    program = compile_source(device_config.decode("utf-8"), filename=str(self.program))
+                except (P4Error, UnicodeDecodeError) as exc:
+                    raise invalid(f"P4 program does not compile:\n{exc}") from None
+                self._programs[device_config] = program
+            return program
+
+    def _cable(self, link):
+        sched = self.scheduler
+        ends = []
+        for name, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            if name in self.hosts_by_name:
+                host = self.hosts_by_name[name]
+                ends.append((host.nic_port, host.nic_port.deliver, self.clos.hosts[name].nics[port]))
+            else:
+                node = self.nodes[name]
+                ends.append((node.ports[port], (lambda frame, _n=node, _p=port: _n.receive(_p, frame)),
+                             self.clos.switches[name].ports[port]))
+        kind = "host" if link.a in self.hosts_by_name or link.b in self.hosts_by_name else "fabric"
+        delay = self.cable_s[kind]
+        (a_port, a_in, _), (b_port, b_in, _) = ends
+        rate = link.rate_mbps * 1e6
+        a_port.wire = Wire(sched, rate, delay, b_in)
+        b_port.wire = Wire(sched, rate, delay, a_in)
+        self.wires[(link.a, link.a_port)] = a_port.wire
+        self.wires[(link.b, link.b_port)] = b_port.wire
+
+    def port_models(self, node):
+        return {n: PortModel(rate_mbps=p.rate_mbps, **self.port_defaults)
+                for n, p in sorted(node.clos_switch.ports.items())}
+
+    def stop(self):
+        if self.controller is not None:
+            self.controller.close()
+            self.controller = None
+        for node in self.nodes.values():
+            if node.server is not None:
+                node.server.stop(grace=0)
+                node.server = None
+            if node.switch.captures:
+                node.switch.captures.close()
+            node.switch.close()
+
+    # --- what experiments use ---
+    @property
+    def switches(self):
+        return list(self.nodes.values())
+
+    def switch(self, name):
+        return self.nodes[name]
+
+    def host(self, name):
+        return self.hosts_by_name[name]
+
+    def nic_counters(self, host):
+        return self.hosts_by_name[host].nic_counters()
+
+    def queue_sampler(self):
+        return QueueSampler(self)
+
+    def link_status(self, a, b, up):
+        """Take the cable between `a` and `b` down or up (both directions), and tell the
+        controller, as `link a b down` does on a booted fabric."""
+        for (node, port), wire in self.wires.items():
+            peer = self.clos.peer(node, port) if node in self.clos.switches else None
+            if node in (a, b) and ((peer and peer[0] in (a, b)) or node not in self.clos.switches):
+                wire.up = up
+        if self.controller is not None:
+            self.controller.link_status(a, b, up)
+
+    def run_ranks(self, job, out_dir, until=None, on_step=None):
+        """Every rank of `job` (a job dict) as a process on the simulated clock, until all are
+        done or their timeout passes; writes ranks/rankN.json like real time and returns the
+        reports (rank order). KeyboardInterrupt stops the clock: unfinished ranks report
+        "interrupted", and it is re-raised after the reports are written."""
+        from traffic.job import parse_job
+        from traffic.runner import RankRunner
+
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with open(out_dir / "job.json", "w") as f:
+            json.dump(job, f, indent=1)
+        parsed = parse_job(job)
+        sched = self.scheduler
+        runners, procs = [], []
+        remaining = [parsed.n]
+
+        def body(runner):
+            try:
+                return runner.run()
+            finally:
+                remaining[0] -= 1
+                if not remaining[0]:
+                    sched.stop()
+
+        for rank, r in enumerate(parsed.ranks):
+            host = self.hosts_by_name[r.host]
+            host.attach_control(self.datagrams, r.ip, parsed.control_port)
+            runner = RankRunner(parsed, rank, clock=sched.now, io=host)
+            proc = Process(sched, lambda _r=runner: body(_r), f"rank{rank}")
+            host.process = proc
+            runners.append(runner)
+            procs.append(proc)
+            proc.start()
+        limit = sched.now() + parsed.timeout_s + 1.0 if until is None else until
+        interrupted = False
+        try:
+            sched.run(until=limit, on_step=on_step)
+        except KeyboardInterrupt:
+            interrupted = True
+        reports = []
+        for rank, (runner, proc) in enumerate(zip(runners, procs)):
+            if proc.finished and proc.error is None and proc.result is not None:
+                report = proc.result
+            else:
+                if proc.error is not None:
+                    runner.status, runner.error = "error", f"{type(proc.error).__name__}: {proc.error}"
+                elif interrupted:
+                    runner.status, runner.error = "interrupted", "interrupted by a signal"
+                else:
+                    runner.status, runner.error = "timeout", f"did not finish within {parsed.timeout_s} s"
+                report = runner.report()
+            with open(out_dir / f"rank{rank}.json", "w") as f:
+                json.dump(report, f, indent=1)
+            reports.append(report)
+        for host in self.hosts_by_name.values():
+            host.process = None
+        if interrupted:
+            raise KeyboardInterrupt
+        return reports
+
+
+class QueueSampler:
+    """Queue depths every `sample_interval_s` of simulated time (non-empty queues only)."""
+
+    def __init__(self, fabric):
+        self.fabric = fabric
+        self.interval_s = fabric.sample_interval_s
+        self.samples = []
+        self._timer = None
+        self.t0 = None
+
+    def start(self):
+        self.t0 = self.fabric.clock()
+        self._timer = self.fabric.scheduler.after(0.0, self._tick)
+        return self
+
+    def _tick(self):
+        t = round(self.fabric.clock() - self.t0, 9)
+        for node in self.fabric.nodes.values():
+            switch = node.switch
+            for number in switch._busy:
+                port = switch.egress_ports[number]
+                for prio, queue in enumerate(port.queues):
+                    if queue:
+                        self.samples.append((t, node.name, number, prio, len(queue)))
+        self._timer = self.fabric.scheduler.after(self.interval_s, self._tick)
+
+    def stop(self):
+        if self._timer is not None:
+            self._timer.cancel()
+        return self.samples
+
+    def max_depths(self):
+        out = {}
+        for _t, sw, port, prio, depth in self.samples:
+            key = (sw, port, prio)
+            out[key] = max(out.get(key, 0), depth)
+        return out

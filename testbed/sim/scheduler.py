@@ -1,0 +1,137 @@
+"""A discrete-event scheduler with cooperative processes.
+
+Events are (time, sequence) ordered, so equal times run in the order they were scheduled and
+a run is the same on every machine. Blocking-style code (the rank runner's loops) runs as a
+:class:`Process`: a greenlet that gives the clock back to the scheduler whenever it waits.
+"""
+import heapq
+import itertools
+
+from greenlet import greenlet
+
+
+class SimulationError(RuntimeError):
+    """A process raised: the run cannot go on meaningfully."""
+
+
+class Timer:
+    __slots__ = ("when", "fn", "args", "cancelled")
+
+    def __init__(self, when, fn, args):
+        self.when = when
+        self.fn = fn
+        self.args = args
+        self.cancelled = False
+
+    def cancel(self):
+        self.cancelled = True
+
+
+class Scheduler:
+    def __init__(self):
+        self._heap = []
+        self._seq = itertools.count()
+        self._now = 0.0
+        self.events = 0
+        self.hub = greenlet.getcurrent()
+        self._stopped = False
+
+    def now(self):
+        """Simulated seconds since the start."""
+        return self._now
+
+    def at(self, when, fn, *args):
+        if when < self._now:
+            when = self._now
+        timer = Timer(when, fn, args)
+        heapq.heappush(self._heap, (when, next(self._seq), timer))
+        return timer
+
+    def after(self, delay, fn, *args):
+        return self.at(self._now + delay, fn, *args)
+
+    def stop(self):
+        self._stopped = True
+
+    def run(self, until=None, done=None, on_step=None):
+        """Run events in time order until none are left, simulated time passes `until`,
+        `done()` is true or stop() is called. `on_step(now, events)` is called every
+        4096 events (progress display, Ctrl-C checks). Returns the simulated time reached."""
+        heap = self._heap
+        pop = heapq.heappop
+        self._stopped = False
+        while heap and not self._stopped:
+            when, _seq, timer = heap[0]
+            if until is not None and when > until:
+                self._now = until
+                break
+            pop(heap)
+            if timer.cancelled:
+                continue
+            self._now = when
+            timer.fn(*timer.args)
+            self.events += 1
+            if not self.events & 4095:
+                if on_step is not None:
+                    on_step(when, self.events)
+                if done is not None and done():
+                    break
+        return self._now
+
+    def pending(self):
+        return sum(1 for *_x, t in self._heap if not t.cancelled)
+
+
+class Process:
+    """Blocking-style code on the simulated clock.
+
+    Inside the process, :meth:`wait` gives control back to the scheduler until :meth:`wake`
+    is called (by an event: a frame arrived) or the timeout passes."""
+
+    def __init__(self, scheduler, fn, name):
+        self.scheduler = scheduler
+        self.name = name
+        self.result = None
+        self.error = None
+        self.finished = False
+        self._fn = fn
+        self._glet = greenlet(self._main, parent=scheduler.hub)
+        self._timer = None
+        self._waiting = False
+
+    def start(self, delay=0.0):
+        self.scheduler.after(delay, self._resume)
+        return self
+
+    def _main(self):
+        try:
+            self.result = self._fn()
+        except BaseException as exc:   # recorded and re-raised by the owner, not lost in the hub
+            self.error = exc
+        finally:
+            self.finished = True
+
+    def _resume(self):
+        self._timer = None
+        self._waiting = False
+        self._glet.switch()
+        if self.error is not None and not isinstance(self.error, Exception):
+            raise self.error          # KeyboardInterrupt, SystemExit: end the whole run
+
+    def wait(self, timeout):
+        """Called from inside the process: sleep until woken or `timeout` seconds pass."""
+        self._waiting = True
+        self._timer = self.scheduler.after(max(0.0, timeout), self._resume)
+        self.scheduler.hub.switch()
+
+    def sleep(self, seconds):
+        self._waiting = False
+        self._timer = self.scheduler.after(max(0.0, seconds), self._resume)
+        self.scheduler.hub.switch()
+
+    def wake(self):
+        """Resume a waiting process now (after the events already due at this time)."""
+        if self._waiting and self._timer is not None:
+            self._timer.cancel()
+            self._waiting = False
+            self._timer = self.scheduler.after(0.0, self._resume)
