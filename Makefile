@@ -21,7 +21,10 @@ help:
 setup:
 	@bash testbed/install/setup.sh
 
+# The demo twice on the engine: in virtual time (production units, the same figures on every
+# machine), then in real time on Mininet (captures to open in Wireshark, the CLI's fabric).
 demo: setup
+	@if [ "$(TARGET)" = engine ]; then $(VENV)/bin/rocelab demo --clock virtual; fi
 	$(VENV)/bin/rocelab demo --target $(TARGET)
 
 test: setup

@@ -54,6 +54,7 @@ VALID_MTUS = (256, 512, 1024, 2048, 4096)
 FRAME_OVERHEAD = 14 + 20 + 8 + 12 + 16 + 4   # Ethernet, IPv4, UDP, BTH, RETH, ICRC
 LAT_WINDOW_PACKETS = 256       # the default ACK timeout covers this many full packets
 LAT_BACKOFF_LIMIT = 4          # consecutive timeouts double the timer up to 2**4 times
+TIMER_TICK_S = 1e-6            # QP timers (ACK timeout, delayed ACK, DCQCN) are checked this often
 
 _U32 = struct.Struct("!I")
 _CTS = struct.Struct("!HHHHQ")
@@ -363,6 +364,8 @@ class Nic:
         self.on_rx_message = None    # callback(qp, imm_or_None) when a message completes
         self.on_cts = None           # callback(src_ip, src_rank, channel, granted)
         self.next_send = 0.0
+        self.next_ack_due = None     # the earliest delayed ACK (bounds the loop's sleep)
+        self._qp_timers_at = 0.0
         line = self.cfg.line_rate_bps
         self._burst_s = self.cfg.burst_bytes * 8 / line
         self.paused_until = [0.0] * 8
@@ -636,6 +639,8 @@ class Nic:
                 self.send_ack(qp)
             elif qp.ack_due is None:
                 qp.ack_due = now + self.cfg.ack_delay_s
+                if self.next_ack_due is None or qp.ack_due < self.next_ack_due:
+                    self.next_ack_due = qp.ack_due
         elif d > 0:
             qp.stats["oos"] += 1
             if not qp.nak_sent:
@@ -652,13 +657,21 @@ class Nic:
             if held and self.paused_until[prio] <= now:
                 while held:
                     self._xmit(held.popleft())
-        for qp in self._qp_list:
-            if qp.ack_due is not None and now >= qp.ack_due and qp.ack_pending:
-                self.send_ack(qp)
-            if qp.outstanding:
-                qp.check_timeout(now)
-            if qp.dcqcn and now >= qp.dcqcn_next:
-                qp.dcqcn_next = qp.dcqcn.tick(now)
+        if now >= self._qp_timers_at:
+            # Like a NIC's timer wheel: a tick, not every loop turn (the timers are >= microseconds).
+            self._qp_timers_at = now + TIMER_TICK_S
+            next_ack = None
+            for qp in self._qp_list:
+                if qp.ack_due is not None and qp.ack_pending:
+                    if now >= qp.ack_due:
+                        self.send_ack(qp)
+                    elif next_ack is None or qp.ack_due < next_ack:
+                        next_ack = qp.ack_due
+                if qp.outstanding:
+                    qp.check_timeout(now)
+                if qp.dcqcn and now >= qp.dcqcn_next:
+                    qp.dcqcn_next = qp.dcqcn.tick(now)
+            self.next_ack_due = next_ack
         if self.cfg.slow_rx_bps:
             self._slow_receiver(now)
 
@@ -719,6 +732,8 @@ class Nic:
             ready = max(self.next_send, self.paused_until[data_prio],
                         min((qp.next_send for qp in self._qp_list if qp.has_work()), default=now))
             wait = min(wait, max(0.0, ready - now))
+        if self.next_ack_due is not None:       # a delayed ACK must not wait for the next frame
+            wait = min(wait, max(TIMER_TICK_S, self.next_ack_due - now))
         if wait > 0:
             self._wait(wait)
         return False

@@ -33,8 +33,8 @@ class FabricController:
                  device_config_path=None, election_id=(0, 1), role=None, connect_timeout=10.0,
                  knobs=None, switches=None, down_links=(), rpc_timeout=DEFAULT_RPC_TIMEOUT,
                  pipeline_timeout=DEFAULT_PIPELINE_TIMEOUT, addresses=None, seed=0):
-        """addresses: {switch: "host:port"} where a switch's P4Runtime server is not at its
-        Clos address (virtual time binds ephemeral loopback ports); seed: varies every switch's
+        """addresses: {switch: gRPC address} where a switch's P4Runtime server is not at its
+        Clos address (virtual time serves each on a Unix socket, "unix:/path"); seed: varies every switch's
         ECMP hash seed (0 keeps the default, one per device id)."""
         self.clos = clos
         self.program_path = str(program_path or program or DEFAULT_PROGRAM)

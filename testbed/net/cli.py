@@ -17,6 +17,7 @@ import time
 from testbed.argtypes import number, output_dir, whole
 
 MAX_SIZE = 1 << 40  # bytes per collective row: far more than a lab link moves in a day
+NIC_MTU_VIRTUAL = 4096   # testbed/sim/profile.py NIC_MTU (not imported: `rocelab --help` stays fast)
 
 
 def on_off(text):
@@ -48,6 +49,7 @@ def register(sub, name, help_text):
     p = sub.add_parser(name, help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_topology_options(p)
     options.add_target_options(p)
+    options.add_clock_options(p)
     g = p.add_argument_group("traffic (traffic/: emulated RDMA NICs)")
     g.add_argument("--pattern", choices=list(PATTERNS), default="ring_allreduce")
     g.add_argument("--size", type=byte_size, action="append", default=None, metavar="BYTES",
@@ -76,6 +78,12 @@ def register(sub, name, help_text):
                         "default (the controller's profile)")
     p.add_argument("--out", type=output_dir, default=None, metavar="DIR", help="report directory (default runs/run-<time>)")
     p.add_argument("--no-pcap", action="store_true", help="no per-port captures")
+    p.add_argument("--fault", action="append", default=[], metavar="KIND:TARGET:ACTION@TIME",
+                   help="virtual time: a fault at a simulated time after the traffic starts, e.g. "
+                        "link:leaf1-spine1:down@100us, switch:spine1:down@50us, nic:h3:slow=25%%@0, "
+                        "nic:h3:stop@1ms (repeatable)")
+    p.add_argument("--max-events", type=float, default=None, metavar="N",
+                   help="virtual time: refuse runs estimated above N events (default 2e8, ~30 min)")
     p.set_defaults(func=run)
 
 
@@ -89,21 +97,38 @@ def run(args):
         clos = options.clos_from_args(args)
         settings = FabricSettings(hash=args.hash, flowlet_gap_us=args.flowlet_gap_us, pfc=args.pfc,
                                   ecn=parse_ecn(args.ecn), pfc_headroom=args.pfc_headroom).check()
+        virtual = args.clock == "virtual"
         job = job_for(clos, args.pattern, args.size or [1 << 20], nranks=args.ranks, placement=args.placement,
                       iterations=args.iterations, warmup=args.warmup, channels=args.channels,
-                      qps_per_connection=args.qps_per_conn, cts=args.cts, dcqcn=args.dcqcn, timeout_s=args.timeout_s)
+                      qps_per_connection=args.qps_per_conn, cts=args.cts, dcqcn=args.dcqcn, timeout_s=args.timeout_s,
+                      mtu=NIC_MTU_VIRTUAL if virtual else 1024)
+        faults = []
+        if virtual:
+            from testbed.sim.budget import check_budget
+            from testbed.sim.faults import FaultError, parse_fault
+            check_budget(clos, job, args.max_events)
+            try:
+                faults = [parse_fault(text, clos) for text in args.fault]
+            except FaultError as exc:
+                raise ExperimentError(str(exc)) from None
+            if args.target != "engine":
+                raise ExperimentError(f"--target {args.target}: virtual time runs the engine target only")
+        elif args.fault:
+            raise ExperimentError("--fault needs --clock virtual (in real time, use the CLI's `link` "
+                                  "command or stop a switch)")
     except (TopologyError, ExperimentError) as exc:
         return options.fail(prog, str(exc))
     problem = options.check_program(args.program, args.target)
     if problem:
         return options.fail(prog, problem)
-    status = options.need_root(prog)
-    if status:
-        return status
-    return _run_booted(prog, args, clos, settings, job)
+    if not virtual:
+        status = options.need_root(prog)
+        if status:
+            return status
+    return _run_booted(prog, args, clos, settings, job, faults)
 
 
-def _run_booted(prog, args, clos, settings, job):
+def _run_booted(prog, args, clos, settings, job, faults=()):
     from testbed import REPO_ROOT
     from testbed.net import options
     from testbed.net.experiment import Experiment, guarded, nccl_table
@@ -114,8 +139,9 @@ def _run_booted(prog, args, clos, settings, job):
     def one_phase():
         with Experiment(clos, target=args.target, out=out, pcap=not args.no_pcap, program=args.program, mtu=args.mtu,
                         port_defaults=options.port_defaults(args), log_console=args.log_console,
-                        name_prefix=args.name_prefix, pfc_priorities=None if settings.pfc else ()) as exp:
-            results.append(exp.run_phase("run", job, settings))
+                        name_prefix=args.name_prefix, pfc_priorities=None if settings.pfc else (),
+                        clock=args.clock, seed=args.seed) as exp:
+            results.append(exp.run_phase("run", job, settings, faults=faults))
 
     status = guarded(prog, one_phase)
     if status is not None:

@@ -108,16 +108,31 @@ def job_for(clos, pattern, sizes, nranks=None, placement="topology", iterations=
 class Experiment:
     """A booted fabric that runs phases; the context manager boots and always tears down."""
 
-    def __init__(self, clos, target="engine", out=None, pcap=True, log=print, **fabric_options):
+    def __init__(self, clos, target="engine", out=None, pcap=True, log=print, clock="real", seed=0,
+                 **fabric_options):
+        """clock "real": Mininet, switch processes, wall-clock time (needs root); "virtual": the
+        same switches, NICs and ranks on a discrete-event clock in this process (testbed/sim/)."""
         self.clos = clos
         self.target = target
         self.out = Path(out)
         self.log = log
-        self.fabric = FabricNet(clos, target=target, out_dir=self.out, pcap=pcap, **fabric_options)
+        self.clock = clock
+        if clock == "virtual":
+            from testbed.sim.fabric import SimFabric
+            if target != "engine":
+                raise ExperimentError(f"--target {target}: virtual time runs the engine target only")
+            keep = {k: fabric_options[k] for k in ("program", "port_defaults", "pfc_priorities")
+                    if fabric_options.get(k) is not None}
+            self.fabric = SimFabric(clos, out_dir=self.out, pcap=pcap, seed=seed, **keep)
+        elif clock == "real":
+            self.fabric = FabricNet(clos, target=target, out_dir=self.out, pcap=pcap, **fabric_options)
+        else:
+            raise ExperimentError(f"--clock {clock!r}: choose real or virtual")
         self.summaries = []
 
     def __enter__(self):
-        self.log(f"*** booting {len(self.clos.switches)} switches ({self.target}) and {len(self.clos.hosts)} hosts")
+        self.log(f"*** booting {len(self.clos.switches)} switches ({self.target}, {self.clock} time) and "
+                 f"{len(self.clos.hosts)} hosts")
         try:
             self.out.mkdir(parents=True, exist_ok=True)
             self.clos.save(self.out / "fabric.json")
@@ -157,7 +172,7 @@ class Experiment:
             node.apply_port_models(wanted, self.fabric.watchdog_s)
         return True
 
-    def run_phase(self, name, job, settings, out=None):
+    def run_phase(self, name, job, settings, out=None, faults=()):
         """Run `job` (a job dict) under `settings`; writes OUT/summary.json and returns it."""
         from testbed.net import plots, summary, telemetry
         from traffic.job import parse_job
@@ -173,17 +188,23 @@ class Experiment:
         self.log(f"*** {name}: {job['pattern']} of {', '.join(str(s) for s in job['sizes'])} B on "
                  f"{len(job['ranks'])} ranks, {settings.hash} hashing, {job['qps_per_connection']} QP(s) per "
                  f"connection" + ("" if applied else " (fabric knobs not applied: no P4 pipeline on this target)"))
+        virtual = self.clock == "virtual"
         telemetry.reset_watermarks(self.fabric)
         before = telemetry.snapshot(self.fabric)
-        sampler = telemetry.QueueSampler(self.fabric).start()
+        sampler = (self.fabric.queue_sampler() if virtual else telemetry.QueueSampler(self.fabric)).start()
         started = time.time()
         t0 = time.monotonic()
+        sim_t0 = self.fabric.clock() if virtual else None
         try:
-            outcome = run_ranks(self.fabric, job, out / "ranks")
+            if virtual:
+                outcome = self.fabric.run_ranks(job, out / "ranks", faults=faults)
+            else:
+                outcome = run_ranks(self.fabric, job, out / "ranks")
         finally:
             samples = sampler.stop()
         reports = outcome.reports
-        duration = time.monotonic() - t0
+        wall = time.monotonic() - t0
+        duration = self.fabric.clock() - sim_t0 if virtual else wall
         after = telemetry.snapshot(self.fabric)
         rows = telemetry.queue_rows(self.clos.switches, before, after, sampler.max_depths())
         config = {"topology": _topology(self.clos.spec),
@@ -191,7 +212,15 @@ class Experiment:
                              "effective": self._effective_knobs()},
                   "job": _job_config(job)}
         result = summary.build(name, self.target, config, self.clos, parse_job(job), reports, before, after, rows,
-                               duration, started, faults=outcome.faults, interrupted=outcome.interrupted_by)
+                               duration, started, faults=outcome.faults, interrupted=outcome.interrupted_by,
+                               clock=self.clock)
+        if virtual:
+            result["fault_events"] = list(self.fabric.fault_log)
+            # Everything else is a function of the run's arguments and seed; this block is not.
+            result["wall_clock"] = {"started": result.pop("started"), "elapsed_s": round(wall, 3),
+                                    "boot_s": round(self.fabric.timings.get("boot_s", 0.0), 3),
+                                    "events": self.fabric.scheduler.events,
+                                    "events_per_s": round(self.fabric.scheduler.events / max(wall, 1e-9))}
         result["buffers"] = telemetry.buffer_status(self.fabric)
         # an interrupted run is written at once: plots are for runs that ended by themselves
         result["plots"] = [] if outcome.interrupted else plots.all_plots(result, samples, out)
@@ -211,8 +240,11 @@ class Experiment:
 
     def _no_dead_switch(self):
         """Before a phase: a switch process that died (between phases, or while the knobs were
-        set) ends the run here, named, rather than as a controller timeout or rank failures."""
-        from testbed.net.nodes import SwitchStartError
+        set) ends the run here, named, rather than as a controller timeout or rank failures.
+        Virtual time has no processes to die (its faults are events: --fault)."""
+        if self.clock == "virtual":
+            return
+        from testbed.net.fabric_errors import SwitchStartError
         from testbed.net.watchdog import Watchdog
         faults = Watchdog(self.fabric).check(force=True)
         if faults:
@@ -236,9 +268,13 @@ class Experiment:
 
     @staticmethod
     def _write(out, result):
-        with open(Path(out) / "summary.json", "w") as f:
+        # Whole or not at all: a reader (or a Ctrl-C) never sees half a summary.
+        path = Path(out) / "summary.json"
+        tmp = path.with_suffix(".json.tmp")
+        with open(tmp, "w") as f:
             json.dump(result, f, indent=1)
             f.write("\n")
+        os.replace(tmp, path)
 
     def _finish_summaries(self):
         # The switches flush their captures when they stop: list them afterwards.
@@ -388,7 +424,7 @@ def guarded(prog, boot_and_run):
     the exit status for what went wrong, printed as one line (never a traceback):
     2 bad request or machine, 1 a switch did not start, 130 Ctrl-C, 143/129 SIGTERM/SIGHUP."""
     from testbed.net.lifecycle import Terminated
-    from testbed.net.nodes import SwitchStartError
+    from testbed.net.fabric_errors import SwitchStartError
     try:
         boot_and_run()
         return None
@@ -438,40 +474,51 @@ def nccl_table(result):
 DEMO_SHAPE = dict(spines=2, leaves=2, hosts_per_leaf=2, link_rate_mbps=10.0, oversubscription=2.0)
 DEMO_SIZE = 1 << 20
 DEMO_QPS = 4
+# Virtual time runs the same demo at production units: 400G hosts, 200G uplinks, MTU 4096, and
+# a 16 MB AllReduce (1 MB at 400G is over in tens of microseconds, mostly start-up).
+DEMO_VIRTUAL = dict(link_rate_mbps=400_000.0, size=16 << 20, mtu=4096)
 
 
-def demo(target="engine", out=None, size=DEMO_SIZE, name_prefix=None, grpc_base_port=50000, state_dir=None):
+def demo(target="engine", out=None, size=None, name_prefix=None, grpc_base_port=50000, state_dir=None,
+         clock="real", seed=0):
     """`make demo`: ring AllReduce with 5-tuple hashing (1 QP per connection), then QPN-aware
     hashing with QP scaling, on one booted 2x2x2 Clos; tables, plots and pcaps under OUT.
 
-    The uplinks are 2:1 oversubscribed (5 Mb/s each for 10 Mb/s hosts) so that where the
-    flows land matters: a ring connection that crosses the spines on one uplink runs at
-    half the host rate, one spread over both spines can run at full rate."""
+    The uplinks are 2:1 oversubscribed (5 Mb/s each for 10 Mb/s hosts in real time, 200G for
+    400G in virtual time) so that where the flows land matters: a ring connection that crosses
+    the spines on one uplink runs at half the host rate, one spread over both spines can run
+    at full rate."""
     from testbed import REPO_ROOT
     from testbed.clos import ClosSpec, TopologyError, build
 
     prog = "rocelab demo"
-    if os.geteuid() != 0:
-        print(f"{prog}: must run as root (Mininet creates namespaces and veths); try sudo", file=sys.stderr)
+    virtual = clock == "virtual"
+    if not virtual and os.geteuid() != 0:
+        print(f"{prog}: must run as root (Mininet creates namespaces and veths); try sudo, "
+              "or --clock virtual", file=sys.stderr)
         return 1
-    out = Path(out or REPO_ROOT / "runs" / time.strftime("demo-%Y%m%d-%H%M%S"))
+    out = Path(out or REPO_ROOT / "runs" / time.strftime(f"demo-{clock}-%Y%m%d-%H%M%S"))
+    shape = dict(DEMO_SHAPE, link_rate_mbps=DEMO_VIRTUAL["link_rate_mbps"]) if virtual else DEMO_SHAPE
+    size = size or (DEMO_VIRTUAL["size"] if virtual else DEMO_SIZE)
+    mtu = DEMO_VIRTUAL["mtu"] if virtual else 1024
     try:
-        clos = build(ClosSpec(**DEMO_SHAPE, grpc_base_port=grpc_base_port))
+        clos = build(ClosSpec(**shape, grpc_base_port=grpc_base_port, clock=clock))
         phases = [("5tuple", FabricSettings(hash="5tuple"),
-                   job_for(clos, "ring_allreduce", [size], qps_per_connection=1, name="ring-5tuple")),
+                   job_for(clos, "ring_allreduce", [size], qps_per_connection=1, name="ring-5tuple", mtu=mtu)),
                   ("qpn", FabricSettings(hash="qpn"),
-                   job_for(clos, "ring_allreduce", [size], qps_per_connection=DEMO_QPS, name="ring-qpn"))]
+                   job_for(clos, "ring_allreduce", [size], qps_per_connection=DEMO_QPS, name="ring-qpn", mtu=mtu))]
     except (TopologyError, ExperimentError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    print(f"*** rocelab demo on the {target} target: {clos.spec.spines} spines, {clos.spec.leaves} leaves, "
-          f"{clos.spec.hosts_per_leaf} hosts per leaf; {clos.spec.link_rate_mbps:g} Mb/s host links, "
-          f"{clos.spec.uplink_rate_mbps:g} Mb/s uplinks (2:1); output in {out}")
+    print(f"*** rocelab demo on the {target} target in {clock} time: {clos.spec.spines} spines, "
+          f"{clos.spec.leaves} leaves, {clos.spec.hosts_per_leaf} hosts per leaf; {clos.spec.link_rate_mbps:g} Mb/s "
+          f"host links, {clos.spec.uplink_rate_mbps:g} Mb/s uplinks (2:1); output in {out}")
     out.mkdir(parents=True, exist_ok=True)
     results = []
 
     def both_phases():
-        with Experiment(clos, target=target, out=out, name_prefix=name_prefix, state_dir=state_dir) as exp:
+        options = {} if virtual else dict(name_prefix=name_prefix, state_dir=state_dir)
+        with Experiment(clos, target=target, out=out, clock=clock, seed=seed, **options) as exp:
             for name, settings, job in phases:
                 results.append(exp.run_phase(name, job, settings, out / name))
 

@@ -23,15 +23,12 @@ from pathlib import Path
 from testbed import P4_DIR
 from testbed.cleanup import Ledger
 from testbed.net import agents
+from testbed.net.fabric_errors import FabricError  # noqa: F401  (re-exported)
 from testbed.net.lifecycle import signals_deferred, termination_as_exception
 
 TARGETS = ("engine", "bmv2", "kernel")
 DEFAULT_PROGRAM = P4_DIR / "fabric.p4"
 BOOT_TIMEOUT_S = 60.0
-
-
-class FabricError(RuntimeError):
-    """Something about the machine or the request prevents booting; the message says what."""
 
 
 def host_routes(clos, clos_host):

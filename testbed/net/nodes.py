@@ -13,15 +13,13 @@ from pathlib import Path
 
 from mininet.node import Host, Switch
 
+from testbed.net.fabric_errors import SwitchStartError  # noqa: F401  (raised here, caught by callers)
+
 from testbed.clos import CPU_PORT
 from testbed.net import agents
 from testbed.net.lifecycle import child_signal_mask, kill_namespace, netns_id, signals_deferred, stop_process
 
 ROCE_UDP_PORT = 4791
-
-
-class SwitchStartError(RuntimeError):
-    """A switch process did not come up; the message carries the end of its log."""
 
 
 class RecordedNode:

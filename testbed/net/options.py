@@ -45,8 +45,9 @@ def add_topology_options(p, spines=2, leaves=2, hosts_per_leaf=2, rails=1, zones
     g.add_argument("--leaves", type=whole(1, MAX_COUNT), default=leaves, help=f"leaf switches per zone (default {leaves})")
     g.add_argument("--hosts-per-leaf", type=whole(1, MAX_COUNT), default=hosts_per_leaf,
                    help=f"hosts (NIC ports) per leaf (default {hosts_per_leaf})")
-    g.add_argument("--link-rate", type=number(0, MAX_LINK_RATE_MBPS, lo_open=True), default=10.0, metavar="MBPS",
-                   help="host link rate in Mb/s; uplinks follow from the oversubscription (default 10)")
+    g.add_argument("--link-rate", type=number(0, MAX_LINK_RATE_MBPS, lo_open=True), default=None, metavar="MBPS",
+                   help="host link rate in Mb/s; uplinks follow from the oversubscription (default 10 in real "
+                        "time, 400000 = 400G in virtual time)")
     g.add_argument("--oversubscription", type=ratio, default=1.0, metavar="RATIO",
                    help="leaf host capacity : uplink capacity, e.g. 1 (1:1), 2 or 2:1, 1.125:1 (default 1)")
     g.add_argument("--rails", type=whole(1, 64), default=rails,
@@ -66,9 +67,11 @@ def add_target_options(p):
                    help="engine: the embedded P4 engine (default); bmv2: simple_switch_grpc; "
                         "kernel: Linux routing stand-in without P4 (comparisons)")
     g.add_argument("--program", default=None, help="P4 program (default p4/fabric.p4)")
-    g.add_argument("--mtu", type=whole(576, 9000), default=1500, help="host and switch-port MTU (default 1500)")
-    g.add_argument("--queue-depth", type=whole(1, MAX_QUEUE_DEPTH), default=64, metavar="PKTS",
-                   help="packets per priority queue on every switch port (default 64)")
+    g.add_argument("--mtu", type=whole(576, 9000), default=None,
+                   help="host and switch-port MTU (default 1500 in real time, 9000 in virtual time)")
+    g.add_argument("--queue-depth", type=whole(1, MAX_QUEUE_DEPTH), default=None, metavar="PKTS",
+                   help="packets per priority queue on every switch port (default 64 in real time, "
+                        "4096 in virtual time)")
     g.add_argument("--delay-us", type=number(0, MAX_DELAY_US), default=0.0, help="propagation delay per link, us")
     g.add_argument("--jitter-us", type=number(0, MAX_DELAY_US), default=0.0, help="uniform extra delay per packet, us")
     g.add_argument("--loss", type=probability, default=0.0, help="probability a frame is lost on a link")
@@ -78,14 +81,35 @@ def add_target_options(p):
                         "parallel runs (tests) cannot clash; at most 7 characters")
 
 
+def add_clock_options(p, default="real"):
+    g = p.add_argument_group("clock")
+    g.add_argument("--clock", choices=("real", "virtual"), default=default,
+                   help="real: Mininet, switch processes and wall-clock time (root; hands-on, captures, "
+                        "CLI); virtual: the same switches, NICs and ranks on a simulated clock in one "
+                        f"process, at production rates, deterministic per --seed (default {default})")
+    g.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="virtual time: the run's seed (switch hash seeds, P4 random, link loss/jitter)")
+
+
+def _clock_defaults(args):
+    """Fill the options whose defaults depend on the clock (lab rates vs production units)."""
+    virtual = getattr(args, "clock", "real") == "virtual"
+    for name, real, production in (("link_rate", 10.0, 400_000.0), ("mtu", 1500, 9000),
+                                   ("queue_depth", 64, 4096)):
+        if getattr(args, name, None) is None:
+            setattr(args, name, production if virtual else real)
+
+
 def clos_from_args(args):
     """A validated Clos for the parsed options; raises TopologyError before creating anything."""
     from testbed.clos import ClosSpec, TopologyError, build
 
+    _clock_defaults(args)
     spec = ClosSpec(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                     link_rate_mbps=args.link_rate, oversubscription=args.oversubscription,
                     rails=args.rails, zones=args.zones, aggs=args.aggs,
-                    agg_oversubscription=args.agg_oversubscription, grpc_base_port=args.grpc_base_port)
+                    agg_oversubscription=args.agg_oversubscription, grpc_base_port=args.grpc_base_port,
+                    clock=getattr(args, "clock", "real"))
     clos = build(spec)
     if not 576 <= args.mtu <= 9000:
         raise TopologyError(f"--mtu {args.mtu} must be between 576 and 9000")
@@ -99,8 +123,9 @@ def clos_from_args(args):
 def port_defaults(args):
     """The PortModel fields every port shares (the rate comes from the Clos)."""
     from testbed.clos import TopologyError
-    from testbed.net.links import PortModel
+    from testbed.net.port_model import PortModel
 
+    _clock_defaults(args)
     fields = dict(queue_depth=args.queue_depth, delay_us=args.delay_us, jitter_us=args.jitter_us, loss=args.loss)
     try:
         PortModel(rate_mbps=1.0, **fields)

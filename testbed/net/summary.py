@@ -7,6 +7,11 @@
       "duration_s": 4.2,                     # the whole traffic phase (rank start-up included)
       "traffic_s": 0.8,                      # the collective's own time (sum of its rows' times)
       "target": "engine",                    # engine | bmv2 | kernel
+      "clock": "real",                       # real (wall clock) | virtual (simulated: durations
+                                             # are simulated seconds; "started" then lives in
+                                             # "wall_clock": {started, elapsed_s, boot_s, events,
+                                             # events_per_s}, the only part that varies between
+                                             # two runs of the same arguments and seed)
       "config": {                            # what was asked for
         "topology": {spines, leaves, hosts_per_leaf, link_rate_mbps, oversubscription, rails, zones, aggs,
                      agg_oversubscription},
@@ -141,7 +146,7 @@ def p4_section(before, after):
 
 
 def build(name, target, config, clos, job, reports, before, after, queue_rows, duration_s, started, faults=(),
-          interrupted=None):
+          interrupted=None, clock="real"):
     from testbed.net.telemetry import link_loads
     coll = collective(job, reports)
     # Rank start-up is not traffic: load is measured against the collective's own time.
@@ -149,7 +154,8 @@ def build(name, target, config, clos, job, reports, before, after, queue_rows, d
     return {
         "schema": SCHEMA, "name": name,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        "duration_s": round(duration_s, 3), "traffic_s": round(traffic_s, 6), "target": target,
+        "duration_s": round(duration_s, 9 if clock == "virtual" else 3), "traffic_s": round(traffic_s, 9),
+        "target": target, "clock": clock,
         "config": config, "scale": clos.scale,
         "links": with_utilization(link_loads(clos, before, after), traffic_s),
         "queues": interesting(queue_rows),

@@ -16,15 +16,13 @@ import json
 import threading
 import time
 
-from testbed.net.kernel_router import run_in
-
 PRIORITIES = range(8)
 
 
 def port_counters(fabric, switch):
     """{port: status dict} of one switch now ({} with a warning if it cannot be read)."""
     try:
-        return fabric.mn[switch].port_status()
+        return fabric.switch(switch).port_status()
     except Exception as exc:  # noqa: BLE001 - agent/kernel read failed: report it, keep the run
         print(f"warning: {switch}: port counters unavailable ({exc})")
         return {}
@@ -42,7 +40,11 @@ def p4_counters(fabric):
 
 
 def nic_counters(fabric, host):
-    """{nic index: {rx_packets, rx_bytes, tx_packets, tx_bytes}} from the host's kernel."""
+    """{nic index: {rx_packets, rx_bytes, tx_packets, tx_bytes}} from the host's kernel (or,
+    in virtual time, from the simulated NIC port)."""
+    if getattr(fabric, "clock_kind", "real") == "virtual":
+        return fabric.nic_counters(host)
+    from testbed.net.kernel_router import run_in
     node = fabric.mn[host]
     res = run_in(node, ["ip", "-s", "-j", "link", "show"])
     stats = {d["ifname"]: d.get("stats64", {}) for d in json.loads(res.stdout or "[]")}
@@ -57,7 +59,7 @@ def nic_counters(fabric, host):
 def snapshot(fabric):
     """Every switch port, P4 counter and host NIC counter now."""
     return {
-        "time": time.time(),
+        "time": fabric.clock() if getattr(fabric, "clock_kind", "real") == "virtual" else time.time(),
         "switches": {name: port_counters(fabric, name) for name in fabric.clos.switches},
         "p4": p4_counters(fabric),
         "hosts": {name: nic_counters(fabric, name) for name in fabric.clos.hosts},

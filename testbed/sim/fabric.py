@@ -4,25 +4,28 @@ real-time FabricNet that experiments use (controller, switch nodes, counters, ra
     with SimFabric(clos, out_dir="runs/x", seed=1) as fabric:
         reports = fabric.run_ranks(job, "runs/x/ranks")
 
-Each switch's P4Runtime server runs in this process on an ephemeral loopback port, and the
+Each switch's P4Runtime server runs in this process on a Unix socket of its own, and the
 fabric controller programs `p4/fabric.p4` through it exactly as it does a switch process.
 Cables: serialization at the port's rate plus a propagation delay (defaults: 10 m of copper
 from host to leaf, 100 m of fiber between tiers, 5 ns/m).
 """
+import contextlib
 import json
+import shutil
+import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 from testbed.clos import CPU_PORT
 from testbed.net.port_model import PortModel
+from testbed.sim import faults as sim_faults, profile
 from testbed.sim.nodes import DatagramNet, SimHost, SimSwitch
+from testbed.sim.progress import RunProgress
 from testbed.sim.scheduler import Process, Scheduler
 from testbed.sim.wire import Wire
 
-NS_PER_METER = 5
-HOST_CABLE_M = 10
-FABRIC_CABLE_M = 100
 LOSSLESS_PRIORITIES = (3,)
 SAMPLE_INTERVAL_S = 10e-6
 
@@ -35,7 +38,7 @@ class SimFabric:
     clock_kind = "virtual"
 
     def __init__(self, clos, program=None, out_dir=None, pcap=True, seed=0, port_defaults=None,
-                 pfc_priorities=None, host_cable_m=HOST_CABLE_M, fabric_cable_m=FABRIC_CABLE_M,
+                 pfc_priorities=None, host_cable_m=profile.HOST_CABLE_M, fabric_cable_m=profile.FABRIC_CABLE_M,
                  controller_options=None, sample_interval_s=SAMPLE_INTERVAL_S, log=None):
         from testbed.control.controller import DEFAULT_PROGRAM
         self.clos = clos
@@ -45,8 +48,10 @@ class SimFabric:
         self.seed = int(seed)
         self.port_defaults = dict(port_defaults or {})
         self.pfc_priorities = tuple(LOSSLESS_PRIORITIES if pfc_priorities is None else pfc_priorities)
-        self.cable_s = {"host": host_cable_m * NS_PER_METER * 1e-9, "fabric": fabric_cable_m * NS_PER_METER * 1e-9}
-        self.controller_options = dict(controller_options or {})
+        self.watchdog_s = profile.buffer_config().watchdog_detect_s     # the paper's 200 ms
+        self.cable_s = {"host": host_cable_m * profile.NS_PER_METER * 1e-9,
+                        "fabric": fabric_cable_m * profile.NS_PER_METER * 1e-9}
+        self.controller_options = {"knobs": profile.knobs(), **(controller_options or {})}
         self.sample_interval_s = sample_interval_s
         self.log = log or (lambda msg: None)
         self.scheduler = Scheduler()
@@ -56,8 +61,10 @@ class SimFabric:
         self.datagrams = DatagramNet(self.scheduler)
         self.controller = None
         self.timings = {}
+        self.fault_log = []           # [{t_s, fault}] as they happened
         self._programs = {}
         self._compile_lock = threading.Lock()
+        self._socket_dir = None
 
     # --- clock ---
     def clock(self):
@@ -83,6 +90,9 @@ class SimFabric:
         t0 = time.monotonic()
         if not self.program.is_file():
             raise SimFabricError(f"P4 program {self.program} not found")
+        # P4Runtime over Unix sockets in a private directory: no TCP port taken, nothing
+        # reachable from outside this user, removed at stop().
+        self._socket_dir = tempfile.mkdtemp(prefix="rocelab-sim-")
         if self.pcap_dir:
             self.pcap_dir.mkdir(parents=True, exist_ok=True)
         sched = self.scheduler
@@ -91,9 +101,10 @@ class SimFabric:
             if self.pcap_dir:
                 captures = PortCaptures(str(self.pcap_dir), {n: sw.intf(n) for n in sw.ports},
                                         clock=sched.now, nanoseconds=True)
-            node = SimSwitch(sched, sw, CPU_PORT, captures, seed=self.seed)
+            node = SimSwitch(sched, sw, CPU_PORT, captures, seed=self.seed, buffer_config=profile.buffer_config())
             node.switch.rng = node.rng
-            node.server = P4RuntimeServer(node.switch, device_id=sw.device_id, address="127.0.0.1:0",
+            node.server = P4RuntimeServer(node.switch, device_id=sw.device_id,
+                                          address=f"unix:{self._socket_dir}/{sw.name}.p4rt",
                                           compiler=self._compile).start()
             self.nodes[sw.name] = node
         for host in self.clos.hosts.values():
@@ -108,7 +119,8 @@ class SimFabric:
         ctl.push_pipeline()
         ctl.install_defaults()
         for node in self.nodes.values():
-            node.apply_port_models(self.port_models(node), self.pfc_priorities)
+            node.models = self.port_models(node)
+            node.apply_port_models(self.pfc_priorities, self.watchdog_s)
         self.timings["boot_s"] = time.monotonic() - t0
         return self
 
@@ -161,6 +173,9 @@ class SimFabric:
             if node.switch.captures:
                 node.switch.captures.close()
             node.switch.close()
+        if self._socket_dir:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
 
     # --- what experiments use ---
     @property
@@ -180,20 +195,35 @@ class SimFabric:
         return QueueSampler(self)
 
     def link_status(self, a, b, up):
-        """Take the cable between `a` and `b` down or up (both directions), and tell the
-        controller, as `link a b down` does on a booted fabric."""
+        """Take the cable(s) between switches `a` and `b` down or up (both directions), and tell
+        the controller, as `link a b down` does on a booted fabric."""
         for (node, port), wire in self.wires.items():
-            peer = self.clos.peer(node, port) if node in self.clos.switches else None
-            if node in (a, b) and ((peer and peer[0] in (a, b)) or node not in self.clos.switches):
+            if node in (a, b) and node in self.clos.switches and self.clos.peer(node, port)[0] in (a, b):
                 wire.up = up
         if self.controller is not None:
             self.controller.link_status(a, b, up)
 
-    def run_ranks(self, job, out_dir, until=None, on_step=None):
+    def switch_down(self, name):
+        """The switch stops: queues lost, every cable of it dark, the controller routes around it."""
+        node = self.nodes[name]
+        node.crash()
+        peers = sorted({p.peer for p in node.clos_switch.ports.values()})
+        for (owner, port), wire in self.wires.items():
+            if owner == name or (owner in self.clos.switches and self.clos.peer(owner, port)[0] == name) \
+                    or (owner in self.hosts_by_name and any(p.peer == owner for p in node.clos_switch.ports.values())):
+                wire.up = False
+        if self.controller is not None:
+            for peer in peers:
+                if peer in self.clos.switches:
+                    self.controller.link_status(name, peer, False)
+
+    def run_ranks(self, job, out_dir, until=None, progress=True, faults=()):
         """Every rank of `job` (a job dict) as a process on the simulated clock, until all are
         done or their timeout passes; writes ranks/rankN.json like real time and returns the
-        reports (rank order). KeyboardInterrupt stops the clock: unfinished ranks report
-        "interrupted", and it is re-raised after the reports are written."""
+        :class:`~testbed.net.experiment.RankOutcome`. SIGINT/SIGTERM stop the clock: unfinished
+        ranks report "interrupted" and the outcome carries the signal (the caller writes its
+        summary, then re-raises it)."""
+        from testbed.net.experiment import RankOutcome
         from traffic.job import parse_job
         from traffic.runner import RankRunner
 
@@ -223,12 +253,18 @@ class SimFabric:
             runners.append(runner)
             procs.append(proc)
             proc.start()
+        sim_faults.schedule(self, faults, sched.now(), {r.me.host: r for r in runners})
         limit = sched.now() + parsed.timeout_s + 1.0 if until is None else until
-        interrupted = False
-        try:
-            sched.run(until=limit, on_step=on_step)
-        except KeyboardInterrupt:
-            interrupted = True
+        bar = RunProgress(runners) if progress else None
+        with _signals_stop(sched) as stopped:
+            try:
+                sched.run(until=limit, on_step=bar)
+            except KeyboardInterrupt:     # a second Ctrl-C while the handler was being replaced
+                stopped.append(signal.SIGINT)
+            finally:
+                if bar is not None:
+                    bar.close()
+        interrupted = bool(stopped)
         reports = []
         for rank, (runner, proc) in enumerate(zip(runners, procs)):
             if proc.finished and proc.error is None and proc.result is not None:
@@ -246,9 +282,33 @@ class SimFabric:
             reports.append(report)
         for host in self.hosts_by_name.values():
             host.process = None
-        if interrupted:
-            raise KeyboardInterrupt
-        return reports
+        return RankOutcome(reports, interrupted=_as_exception(stopped[0]) if stopped else None)
+
+
+def _as_exception(signum):
+    """The exception real time raises for this signal (the caller re-raises it)."""
+    from testbed.net.lifecycle import Terminated
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+@contextlib.contextmanager
+def _signals_stop(scheduler):
+    """SIGINT/SIGTERM stop the clock between two events (never inside a rank, which would end
+    that rank alone); yields the list of signals received."""
+    received = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received          # signals reach only the main thread (e.g. a sweep's worker thread)
+        return
+
+    def handler(signum, _frame):
+        received.append(signum)
+        scheduler.stop()
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 class QueueSampler:

@@ -10,6 +10,8 @@ from collections import deque
 import random
 import struct
 
+from testbed.net import agents
+from testbed.switch.agent import EngineAgent
 from testbed.switch.datapath import PortCounters, Switch
 from testbed.switch.traffic_manager import NUM_PRIORITIES
 
@@ -42,17 +44,19 @@ class SwitchPort:
 class SimSwitch:
     """One P4 switch of the fabric, driven by the scheduler."""
 
-    def __init__(self, scheduler, clos_switch, cpu_port, captures=None, seed=0):
+    def __init__(self, scheduler, clos_switch, cpu_port, captures=None, seed=0, buffer_config=None):
         self.scheduler = scheduler
         self.name = clos_switch.name
         self.clos_switch = clos_switch
         self.ports = {n: SwitchPort(n, clos_switch.intf(n)) for n in clos_switch.ports}
         self.switch = Switch(self.ports, cpu_port=cpu_port, captures=captures, clock=scheduler.now,
-                             catch_up=0.0)
+                             buffer_config=buffer_config, catch_up=0.0)
+        self.agent = EngineAgent(self.switch)     # what `rocelab switch` serves on its agent socket
         for port in self.switch.egress_ports.values():
             port._rng.seed(f"{seed}/{self.name}/{port.number}")
         self.rng = random.Random(f"{seed}/{self.name}/p4")
         self.server = None
+        self.models = {}
         self._service_at = None
         self._service_timer = None
         self.up = True
@@ -87,16 +91,13 @@ class SimSwitch:
         self.receive(port, bytes(frame))
 
     # -- what the agent gives a real-time switch ------------------------------------------------
-    def apply_port_models(self, models, pfc_priorities):
-        for number, model in models.items():
-            port = self.switch.egress_port(number)
-            port.set_rate(int(model.rate_mbps * 1e6))
-            port.set_depth(int(model.queue_depth))
-            port.set_impairments(model.delay_us, model.jitter_us, model.loss)
-            port.set_pfc(list(pfc_priorities))
+    def apply_port_models(self, pfc_priorities, watchdog_s=None):
+        """Each port's PortModel (self.models, set by the fabric), which PFC priorities pause
+        it, and the PFC watchdog's detection time (as the real-time node hands its agent)."""
+        agents.apply_port_models(self.agent, self.models, pfc_priorities, watchdog_s)
 
     def port_status(self):
-        return {n: self.switch.port_status(n) for n in self.ports}
+        return {n: self.agent.port_counters(n) for n in self.ports}
 
     def queue_depths(self):
         return {(n, prio): port.depth(prio) for n, port in self.switch.egress_ports.items()

@@ -1,0 +1,114 @@
+"""`rocelab bench sim`: what virtual time costs.
+
+1. Packet-hops simulated per CPU-second on p4/fabric.p4, beside the engine's own in-process
+   packets/s (ingress + egress of the same frames, on the same programmed pipeline, in the same
+   run), and their ratio: the scheduler, wires, traffic managers and NICs may at most double
+   the pipeline's cost (goal >= 0.50x).
+2. A 16-spine/16-leaf/8-hosts-per-leaf Clos (128 hosts) running a 1 MB ring AllReduce: wall
+   time and peak RSS (goal <= 120 s on one core, <= 1.5 GB), in a child process of its own.
+"""
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RATIO_GOAL = 0.5
+WALL_GOAL_S = 120.0
+RSS_GOAL_MB = 1536
+
+
+def _sim_run(spec_kw, pattern, size, out, tap=None, qps=1, hash_mode="5tuple"):
+    from testbed.clos import ClosSpec, build
+    from testbed.net.experiment import Experiment, FabricSettings, job_for
+    from testbed.sim import profile
+
+    clos = build(ClosSpec(clock="virtual", link_rate_mbps=profile.LINK_RATE_MBPS, **spec_kw))
+    job = job_for(clos, pattern, [size], mtu=profile.NIC_MTU, qps_per_connection=qps)
+    with Experiment(clos, out=out, pcap=False, clock="virtual", log=lambda m: None) as exp:
+        if tap is not None:
+            tap(exp.fabric)
+        cpu0 = time.process_time()
+        result = exp.run_phase("bench", job, FabricSettings(hash=hash_mode))
+        cpu = time.process_time() - cpu0
+        hops = sum(n.switch.counters[p].rx_packets for n in exp.fabric.switches for p in n.ports)
+        frames = getattr(exp.fabric, "bench_frames", [])
+        pipeline = exp.fabric.switches[0].switch.pipeline
+        return result, cpu, hops, frames, pipeline
+
+
+def _tap_frames(fabric, limit=2000):
+    """Record what the first leaf receives (RoCE data, ACKs, CTS, as they come)."""
+    node = fabric.switches[0]
+    frames = fabric.bench_frames = []
+    receive = node.receive
+
+    def recording(port, frame):
+        if len(frames) < limit:
+            frames.append((port, frame))
+        receive(port, frame)
+    node.receive = recording          # the wires call node.receive at delivery time
+
+
+def _engine_pps(pipeline, frames, seconds):
+    """Ingress + egress of the recorded frames, in a loop, on the programmed pipeline."""
+    if not frames:
+        return 0.0
+    count, t0, cpu0 = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - t0 < seconds:
+        for port, frame in frames:
+            for job in pipeline.ingress(port, frame, 1000):
+                pipeline.egress(job, 1001, 1000, 0, 1, 0)
+            count += 1
+    return count / max(time.process_time() - cpu0, 1e-9)
+
+
+def _big_run(quick):
+    spec = dict(spines=4, leaves=4, hosts_per_leaf=4) if quick else dict(spines=16, leaves=16, hosts_per_leaf=8)
+    with tempfile.TemporaryDirectory(prefix="rocelab-bench-sim-") as tmp:
+        t0 = time.monotonic()
+        result, cpu, hops, _, _ = _sim_run(spec, "ring_allreduce", 1 << 20, Path(tmp) / "run")
+        wall = time.monotonic() - t0
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"spec": spec, "hosts": spec["leaves"] * spec["hosts_per_leaf"], "wall_s": wall, "cpu_s": cpu,
+            "rss_mb": rss_mb, "status": result["collective"]["status"], "hops": hops,
+            "events": result["wall_clock"]["events"], "busbw_gbps": result["collective"]["busbw_gbps"]}
+
+
+def main(quick=False):
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-big":
+        print(json.dumps(_big_run(sys.argv[2:] == ["--quick"])))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="rocelab-bench-sim-") as tmp:
+        spec = dict(spines=2, leaves=4, hosts_per_leaf=4)
+        result, cpu, hops, frames, pipeline = _sim_run(spec, "ring_allreduce", (4 if quick else 16) << 20,
+                                                        Path(tmp) / "hops", tap=_tap_frames, qps=4, hash_mode="qpn")
+    sim_rate = hops / max(cpu, 1e-9)
+    engine = _engine_pps(pipeline, frames, 2.0 if quick else 5.0)
+    ratio = sim_rate / engine if engine else 0.0
+    print(f"   fabric.p4, 2x4x4 Clos at 400G, ring AllReduce ({result['collective']['status']}): "
+          f"{hops:,} packet-hops in {cpu:.2f} CPU s")
+    print(f"   simulated    {sim_rate:,.0f} packet-hops per CPU second "
+          f"({result['wall_clock']['events']:,} events)")
+    print(f"   engine       {engine:,.0f} packets/s in-process (ingress+egress of {len(frames)} recorded frames)")
+    print(f"   ratio        {ratio:.2f}x  (goal >= {RATIO_GOAL:.2f}x: {'met' if ratio >= RATIO_GOAL else 'NOT met'})")
+    cmd = [sys.executable, "-m", "testbed.sim.bench", "--child-big"] + (["--quick"] if quick else [])
+    child = subprocess.run(cmd, capture_output=True, text=True)
+    if child.returncode:
+        print(f"   128-host run failed: {child.stderr.strip().splitlines()[-1:]}")
+        return 1
+    big = json.loads(child.stdout.strip().splitlines()[-1])
+    shape = "x".join(str(big["spec"][k]) for k in ("spines", "leaves", "hosts_per_leaf"))
+    print(f"   {shape} Clos ({big['hosts']} hosts), 1 MB ring AllReduce ({big['status']}, "
+          f"busbw {big['busbw_gbps']:.1f} Gb/s): wall {big['wall_s']:.1f} s (CPU {big['cpu_s']:.1f} s), "
+          f"peak RSS {big['rss_mb']:.0f} MB, {big['events']:,} events")
+    if not quick:
+        print(f"   goals        wall <= {WALL_GOAL_S:.0f} s: {'met' if big['wall_s'] <= WALL_GOAL_S else 'NOT met'}; "
+              f"RSS <= {RSS_GOAL_MB} MB: {'met' if big['rss_mb'] <= RSS_GOAL_MB else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

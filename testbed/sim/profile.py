@@ -1,0 +1,45 @@
+"""Production defaults of virtual time, each with where it comes from.
+
+Virtual time runs the paper's units: 400 Gb/s links (Meta's AI zone, RTSW-CTSW over 400G
+optics), RoCE path MTU 4096, cables in meters, thresholds from the paper. The fabric program's
+queue thresholds count packets (like `enq_qdepth`), so byte figures are converted at one
+full-size frame per packet.
+"""
+from dataclasses import replace
+
+LINK_RATE_MBPS = 400_000           # 400G (the paper's 400G deployment)
+NIC_MTU = 4096                     # RoCE path MTU used by NCCL on 400G NICs
+SWITCH_MTU = 9000                  # jumbo frames on every switch port
+FRAME_BYTES = NIC_MTU + 66         # payload + Eth/IPv4/UDP/BTH/RETH/ICRC: one full-size frame
+QUEUE_PACKETS = 4096               # per egress queue: ~17 MB of 4 KB frames (a deep-buffer CTSW port)
+ECN_BYTES = 5_000_000              # "relaxed (5 MB) ECN threshold in CTSW" (the paper, section 5.2.1)
+FLOWLET_GAP_US = 256               # the paper's flowlet gaps are a few hundred microseconds
+HOST_CABLE_M = 3                   # RTSW to GPU NIC: copper DAC inside the rack
+FABRIC_CABLE_M = 100               # RTSW to CTSW: single-mode fiber across the hall
+NS_PER_METER = 5                   # light in fiber/copper: ~5 ns per meter
+
+
+def packets(nbytes):
+    """A byte threshold as the program's packet count (at least 1)."""
+    return max(1, round(nbytes / FRAME_BYTES))
+
+
+def knobs():
+    """The fabric knobs of a production-like switch: ECN at 5 MB (a step: Kmin = Kmax - 1), and
+    the lossless PG profile of testbed/switch/buffers.py at 400G (XOFF/XON a few frames apart per
+    ingress port and priority, headroom from the calculator for 100 m of fiber)."""
+    from testbed.control.knobs import EcnProfile, Knobs, PfcConfig
+    from testbed.switch import buffers
+    ecn = packets(ECN_BYTES)
+    base = Knobs()
+    pg = buffers.production_pg_profile(LINK_RATE_MBPS * 1e6, cable_m=FABRIC_CABLE_M)
+    return replace(base, flowlet_gap_us=FLOWLET_GAP_US,
+                   ecn={3: EcnProfile(ecn - 1, ecn, 1.0)},
+                   pfc={3: PfcConfig(pg.xoff, pg.xon, base.pfc[3].refresh_us, headroom=pg.headroom)})
+
+
+def buffer_config():
+    """A switch's shared buffer at production scale, with the paper's 200 ms PFC watchdog."""
+    from testbed.switch import buffers
+    return buffers.BufferConfig(total_bytes=buffers.PRODUCTION_BUFFER_BYTES,
+                                watchdog_detect_s=buffers.WATCHDOG_DETECT_S)

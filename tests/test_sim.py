@@ -1,0 +1,186 @@
+"""Virtual time: the same switches, NICs and ranks on a simulated clock (testbed/sim/).
+
+Analytic checks (line rate, idle RTT), determinism per seed, 16:1 incast with and without
+PFC, pcaps, and the command line: no root, bad input, Ctrl-C.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.clos import ClosSpec, build
+from testbed.net.experiment import Experiment, FabricSettings, job_for
+from testbed.sim import profile
+
+ROCELAB = [sys.executable, "-m", "testbed.cli"]
+RATE = 400_000.0  # Mb/s
+
+
+def run_virtual(tmp_path, pattern="ring_allreduce", sizes=(1 << 20), settings=None, seed=0, pcap=False,
+                spec=None, port_defaults=None, name="run", **job_kw):
+    clos = build(spec or ClosSpec(spines=2, leaves=2, hosts_per_leaf=2, link_rate_mbps=RATE, clock="virtual"))
+    job_kw.setdefault("mtu", profile.NIC_MTU)
+    job = job_for(clos, pattern, list(sizes) if isinstance(sizes, (list, tuple)) else [sizes], **job_kw)
+    out = tmp_path / name
+    with Experiment(clos, out=out, pcap=pcap, clock="virtual", seed=seed, log=lambda m: None,
+                    port_defaults=port_defaults) as exp:
+        return exp.run_phase(name, job, settings or FabricSettings())
+
+
+def test_one_flow_alone_reaches_line_rate_minus_headers(tmp_path):
+    spec = ClosSpec(spines=1, leaves=1, hosts_per_leaf=2, link_rate_mbps=RATE, clock="virtual")
+    size = 4 << 20
+    result = run_virtual(tmp_path, "stream", [size], spec=spec, cts=False, iterations=4)
+    assert result["collective"]["status"] == "ok"
+    report = json.loads((tmp_path / "run" / "ranks" / "rank0.json").read_text())
+    measured = report["perftest"][0]["bw_avg_Gbps"]
+    # Every packet carries Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 bytes of headers,
+    # the first of a message also a RETH (16), the last its immediate (4) when it has one.
+    mtu = profile.NIC_MTU
+    packets = size // mtu
+    frame_bytes = size + packets * 58 + 16
+    expected = RATE / 1000 * size / frame_bytes
+    assert measured == pytest.approx(expected, rel=0.01), (measured, expected)
+
+
+def test_idle_rtt_is_serialization_plus_propagation(tmp_path):
+    spec = ClosSpec(spines=1, leaves=2, hosts_per_leaf=1, link_rate_mbps=RATE, clock="virtual")
+    result = run_virtual(tmp_path, "stream", [256], spec=spec, cts=False, iterations=1)
+    rtt_us = result["hosts"][0]["ack_rtt_us"]["min"]
+    rate = RATE * 1e6
+    # h1 -> leaf1 -> spine1 -> leaf2 -> h2 and the ACK back: four wires each way, each frame
+    # serialized at every hop (store and forward), the cables at 5 ns/m.
+    data = 256 + 58 + 16 + 4            # WRITE ONLY with RETH and immediate
+    ack = 14 + 20 + 8 + 12 + 4 + 4      # BTH + AETH
+    prop = 2 * profile.HOST_CABLE_M + 2 * profile.FABRIC_CABLE_M
+    expected_s = 4 * (data + ack) * 8 / rate + 2 * prop * profile.NS_PER_METER * 1e-9
+    assert rtt_us == pytest.approx(expected_s * 1e6, abs=0.05), (rtt_us, expected_s * 1e6)
+
+
+def _uplinks(result):
+    return [(l["from"], l["to"], l["tx_packets"]) for l in result["links"]
+            if l["from"].startswith("leaf") and l["to"].startswith("spine")]
+
+
+def test_same_seed_same_summary_other_seed_other_placement(tmp_path):
+    a = run_virtual(tmp_path, name="a", seed=0)
+    b = run_virtual(tmp_path, name="b", seed=0)
+    c = run_virtual(tmp_path, name="c", seed=7)
+    for r in (a, b, c):
+        assert r["clock"] == "virtual" and "started" in r.pop("wall_clock")
+        r.pop("name")
+    assert a == b
+    assert _uplinks(a) != _uplinks(c)
+    on_disk = json.loads((tmp_path / "a" / "summary.json").read_text())
+    on_disk.pop("wall_clock"), on_disk.pop("name"), on_disk.pop("plots")
+    assert on_disk == json.loads(json.dumps({k: v for k, v in a.items() if k != "plots"}))
+
+
+def _incast(tmp_path, pfc, name, size):
+    spec = ClosSpec(spines=1, leaves=17, hosts_per_leaf=1, link_rate_mbps=RATE, clock="virtual")
+    # 8 MB per sender (with PFC) over 4 QPs: more than one QP's window (512 packets), so the leaves' uplink
+    # queues pass XOFF once the spine pauses them, and the pause reaches the NICs.
+    return run_virtual(tmp_path, "incast", [size], spec=spec, cts=False, name=name, qps_per_connection=4,
+                       settings=FabricSettings(pfc=pfc), port_defaults={"queue_depth": 2048})
+
+
+def test_incast_16_to_1_lossless_with_pfc_and_drops_without(tmp_path):
+    on = _incast(tmp_path, True, "pfc-on", 128 << 20)
+    assert on["collective"]["status"] == "ok"
+    assert sum(q["drops"] for q in on["queues"] if q["priority"] == 3) == 0
+    assert sum(q["pfc_tx"] for q in on["queues"]) > 0
+    senders = [h for h in on["hosts"] if h["rank"] != 0]
+    assert sum(h["pfc_rx"] for h in senders) > 0, "PFC must reach the sending NICs"
+    off = _incast(tmp_path, False, "pfc-off", 32 << 20)
+    assert sum(q["drops"] for q in off["queues"] if q["priority"] == 3) > 0
+
+
+def _rocelab(args, **kw):
+    env = {**os.environ, "MPLCONFIGDIR": kw.pop("mpl", "/tmp")}
+    return subprocess.run(ROCELAB + args, capture_output=True, text=True, env=env, timeout=300, **kw)
+
+
+def test_cli_runs_as_an_ordinary_user_without_mininet():
+    import shutil
+    import tempfile
+    tmp_path = Path(tempfile.mkdtemp(prefix="rocelab-sim-user-"))   # pytest's own tmp is root-only
+    tmp_path.chmod(0o777)
+    try:
+        _run_as_nobody(tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _run_as_nobody(tmp_path):
+    out = tmp_path / "run"
+    code = ("import sys, runpy; sys.argv = ['rocelab'] + sys.argv[1:]; "
+            "from testbed.cli import main; status = main(); "
+            "assert 'mininet' not in sys.modules, 'virtual time imported Mininet'; sys.exit(status)")
+    cmd = [sys.executable, "-c", code, "run", "--clock", "virtual", "--spines", "1", "--leaves", "2",
+           "--hosts-per-leaf", "1", "--pattern", "ring_allreduce", "--size", "64K", "--out", str(out)]
+    if os.geteuid() == 0:
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MPLCONFIGDIR": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["clock"] == "virtual" and summary["collective"]["status"] == "ok"
+    assert summary["scale"]["time_dilation"] == 1.0
+    assert "virtual time" in res.stdout or "virtual" in res.stdout
+
+
+@pytest.mark.skipif(not __import__("shutil").which("tshark"), reason="tshark not installed (make setup installs it)")
+def test_pcaps_have_nanosecond_simulated_timestamps_and_dissect(tmp_path):
+    out = tmp_path / "run"
+    res = _rocelab(["run", "--clock", "virtual", "--spines", "1", "--leaves", "2", "--hosts-per-leaf", "1",
+                    "--pattern", "stream", "--size", "64K", "--dcqcn", "on", "--out", str(out)])
+    assert res.returncode == 0, res.stderr
+    pcap = out / "pcap" / "leaf1-eth1_in.pcap"
+    from testbed.switch.pcap import MAGIC_NSEC, read_pcap
+    assert int.from_bytes(pcap.read_bytes()[:4], "little") == MAGIC_NSEC
+    times = [t for t, _ in read_pcap(pcap)]
+    assert times and times[-1] < 1.0, "timestamps are simulated seconds from the start"
+    tshark = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "frame.time_epoch", "-e",
+                             "infiniband.bth.opcode", "-Y", "infiniband"], capture_output=True, text=True, timeout=60)
+    rows = [r.split("\t") for r in tshark.stdout.splitlines() if r.strip()]
+    assert rows, tshark.stderr
+    assert any(len(r[0].split(".")[1]) == 9 for r in rows), "nanosecond resolution"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--clock", "virtual", "--hash", "crc"], "--hash"),
+    (["--clock", "virtual", "--target", "bmv2"], "engine target only"),
+    (["--clock", "virtual", "--spines", "16", "--leaves", "16", "--hosts-per-leaf", "8", "--size", "1G"],
+     "budget"),
+    (["--clock", "sundial"], "--clock"),
+])
+def test_cli_refuses_bad_input_in_one_line(tmp_path, args, words):
+    res = _rocelab(["run", *args, "--out", str(tmp_path / "x")])
+    assert res.returncode == 2, res.stderr
+    assert words in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "x").exists(), "refused before anything was created"
+
+
+def test_ctrl_c_writes_an_interrupted_summary(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(ROCELAB + ["run", "--clock", "virtual", "--spines", "1", "--leaves", "2",
+                                       "--hosts-per-leaf", "2", "--pattern", "ring_allreduce", "--size", "256M",
+                                       "--no-pcap", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "MPLCONFIGDIR": str(tmp_path)})
+    deadline = time.monotonic() + 120
+    while not (out / "ranks" / "job.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert {h["status"] for h in summary["hosts"]} == {"interrupted"}
+    assert not list(out.glob("*.tmp")), "nothing half-written"
