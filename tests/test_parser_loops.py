@@ -153,3 +153,22 @@ def test_an_egress_that_clones_every_packet_does_not_make_packets_forever():
         sent += len(tx)
         jobs.extend(more)
     assert not jobs and sent == MAX_PASSES + 1
+
+
+def test_sub_parser_loops_share_the_callers_budget():
+    """A caller that loops calling a sub-parser which itself counts a long way: one budget for
+    the packet, so the loops cannot multiply into hours (60000 x 73000 steps on a jumbo)."""
+    text = open(PROGRAM).read().replace(
+        "parser SubParser(packet_in pkt, inout headers_t hdr) {\n"
+        "    state start { transition again; }\n"
+        "    state again { transition start; }\n}",
+        "parser SubParser(packet_in pkt, inout headers_t hdr, inout bit<16> n) {\n"
+        "    state start { n = n + 1; transition select(n) { 60000: accept; default: start; } }\n}").replace(
+        "state call_sub { sub.apply(pkt, hdr); transition accept; }",
+        "state call_sub { meta.k = 0; sub.apply(pkt, hdr, meta.k); transition call_sub; }").replace(
+        "struct metadata_t { bit<8> rounds; }", "struct metadata_t { bit<8> rounds; bit<16> k; }")
+    assert "transition call_sub; }" in text and "inout bit<16> n" in text
+    pipeline = compile_source(text, "nested.p4").new_pipeline()
+    out = pipeline.process(0, _frame(0x9003, bytes(9000)))
+    assert [port for port, _ in out] == [2]          # ended by error.ParserTimeout
+    assert [port for port, _ in pipeline.process(0, _frame(0x9002))] == [1]   # counted loop still fine

@@ -115,6 +115,11 @@ def parser_extra_steps(packet):
     return range(8 * len(packet))
 
 
+def parser_budget(packet):
+    """The whole budget as one iterator, shared by a parser and the sub-parsers it calls."""
+    return iter(range(len(PARSER_STEPS) + 8 * len(packet)))
+
+
 def reject_parse(S, P, o):
     """The state a sub-parser's `transition reject` goes to: ends the whole parse, no error set."""
     raise ParserError(0, o)

@@ -278,6 +278,7 @@ class Compiler:
         self.global_actions = {}
         self.control_names_used = set()
         self.digest_counter = 0
+        self.sub_parsers = 0             # sub-parsers compiled so far (they share a step budget)
 
     # ------------------------------------------------------------------------- diagnostics
     def err(self, msg, loc):
@@ -1140,6 +1141,7 @@ class Compiler:
     def compile_parser(self, decl, name, scope, role, sub=False):
         """The parser as a function fn(S, P) -> offset; a sub-parser (`sub`) is fn(S, P, o) -> offset,
         run from the caller's state, its errors and its reject ending the caller's parse too."""
+        subs_before = self.sub_parsers
         # locals: evaluated once per packet before the start state
         init_em = Emitter()
         lctx = Ctx(scope, init_em, "parser", name, parser={}, block_role=role)
@@ -1166,30 +1168,46 @@ class Compiler:
         em = self.em
         em.line(f"def {fn}(S, P, o):" if sub else f"def {fn}(S, P):")
         em.indent()
+        shared = not sub and self.sub_parsers > subs_before   # it calls sub-parsers: one budget
+        if shared:
+            em.line("global PARSE_STEPS")
         em.lines.extend(init_em.lines)
         em.line(f"st = {states['start']}")
-        # a step budget (codegen.PARSER_STEPS, then parser_extra_steps) so a state that loops
-        # without consuming input ends the parse with error.ParserTimeout instead of spinning
+        # a step budget so a state that loops without consuming input ends the parse with
+        # error.ParserTimeout instead of spinning (codegen.PARSER_STEPS, parser_budget)
         timeout = f"raise ParserError({self.errors.index('ParserTimeout')}, o)"
-        if not sub:
-            em.line("o = 0")
-            em.line("try:")
-            em.indent()
-        em.line("for _ in PARSER_STEPS:")
-        em.line("    st, o = st(S, P, o)")
-        em.line("    if st is None:")
-        em.line("        break")
-        em.line("else:")
-        em.line("    for _ in parser_extra_steps(P):")
-        em.line("        st, o = st(S, P, o)")
-        em.line("        if st is None:")
-        em.line("            break")
-        em.line("    else:")
-        em.line(f"        {timeout}")
-        if sub:
-            em.line("return o")
+        if sub:        # draws on its caller's budget: nested loops cannot multiply it
+            self.sub_parsers += 1
+            em.line("for _ in PARSE_STEPS:")
+            em.line("    st, o = st(S, P, o)")
+            em.line("    if st is None:")
+            em.line("        return o")
+            em.line(timeout)
             em.dedent()
             return fn
+        em.line("o = 0")
+        em.line("try:")
+        em.indent()
+        if shared:     # the budget in a per-pipeline global the sub-parsers draw on
+            em.line("PARSE_STEPS = steps = parser_budget(P)")
+            em.line("for _ in steps:")
+            em.line("    st, o = st(S, P, o)")
+            em.line("    if st is None:")
+            em.line("        break")
+            em.line("else:")
+            em.line(f"    {timeout}")
+        else:          # the common case: a shared range first, no per-packet object
+            em.line("for _ in PARSER_STEPS:")
+            em.line("    st, o = st(S, P, o)")
+            em.line("    if st is None:")
+            em.line("        break")
+            em.line("else:")
+            em.line("    for _ in parser_extra_steps(P):")
+            em.line("        st, o = st(S, P, o)")
+            em.line("        if st is None:")
+            em.line("            break")
+            em.line("    else:")
+            em.line(f"        {timeout}")
         em.dedent()
         em.line("except ParserError as pe:")
         em.line(f"    S[{self.out.sm['parser_error']}] = pe.code")

@@ -108,7 +108,8 @@ class Pipeline:
         g = {"ParserError": codegen.ParserError, "ExitControl": codegen.ExitControl,
              "shl": codegen.shl, "div": codegen.div, "mod": codegen.mod, "packbits": codegen.packbits,
              "logfmt": codegen.logfmt, "reject_parse": codegen.reject_parse, "PARSER_STEPS": codegen.PARSER_STEPS,
-             "parser_extra_steps": codegen.parser_extra_steps, "RANDINT": (rng or random).randint, "P4RuntimeFault": P4RuntimeFault,
+             "parser_extra_steps": codegen.parser_extra_steps, "parser_budget": codegen.parser_budget,
+             "PARSE_STEPS": None, "RANDINT": (rng or random).randint, "P4RuntimeFault": P4RuntimeFault,
              "LOG": log}
         g.update(objects)
         for k, v in c.namespace.items():
