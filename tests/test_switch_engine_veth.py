@@ -128,6 +128,7 @@ def test_pfc_frame_pauses_exactly_the_named_priority_for_the_right_time(rig):
     agent.set_pfc(2, [3, 4])
     quanta = 6000
     expected = pfc.pause_seconds(quanta, rate)            # 307 ms
+    agent.set_watchdog(detect_ms=0)                       # longer than the PFC watchdog's 200 ms
     try:
         hosts[2].drain()
         hosts[2].send(pfc.build_pfc("02:00:00:00:00:02", {3: quanta}))
@@ -143,6 +144,7 @@ def test_pfc_frame_pauses_exactly_the_named_priority_for_the_right_time(rig):
         assert abs(counters["paused_us"][3] / 1e6 - expected) < 0.05
         assert counters["paused_us"][4] == 0
     finally:
+        agent.set_watchdog(detect_ms=-1)
         agent.set_pfc(2, [])
         agent.set_port_rate(2, 0)
         entry.delete()
