@@ -18,6 +18,7 @@ GROUPS = {
     "fabric": ("testbed.control.cli", "program and tune a running fabric (hash mode, ECN, PFC, TE)"),
     "stats": ("testbed.control.stats_cli", "read counters and queue state from running switches"),
     "run": ("testbed.net.cli", "boot a Clos, run a traffic pattern, collect a report"),
+    "sweep": ("testbed.sweep.cli", "a grid of virtual-time runs (knobs x seeds) on Dask distributed"),
     "traffic": ("traffic.cli", "emulated RDMA NIC: send/receive RoCEv2 collectives in a host"),
     "lab": ("testbed.labs.cli", "guided labs: ECMP collisions, QPN hashing, TE, incast+CTS, flowlets"),
     "te": ("testbed.te.cli", "the traffic-engineering app (Ryu framework)"),

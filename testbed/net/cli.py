@@ -42,11 +42,37 @@ def byte_size(text):
     return int(scaled)
 
 
+class RunRefused(ValueError):
+    """`rocelab run` would refuse these options (one line) before anything starts."""
+
+
+class _RefusingParser(argparse.ArgumentParser):
+    """The run's parser for an option list given in code (a sweep point): errors raise."""
+
+    def error(self, message):
+        raise RunRefused(message)
+
+    def exit(self, status=0, message=None):
+        raise RunRefused((message or "").strip() or f"options end the parser (status {status})")
+
+
 def register(sub, name, help_text):
+    p = sub.add_parser(name, help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_options(p)
+    p.set_defaults(func=run)
+
+
+def point_parser():
+    """A parser with exactly `rocelab run`'s options whose errors raise RunRefused."""
+    p = _RefusingParser(prog="rocelab run", add_help=False)
+    add_run_options(p)
+    return p
+
+
+def add_run_options(p):
     from testbed.net import options
     from traffic.collectives import PATTERNS  # stdlib-only: `rocelab --help` stays fast
 
-    p = sub.add_parser(name, help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_topology_options(p)
     options.add_target_options(p)
     options.add_clock_options(p)
@@ -84,15 +110,54 @@ def register(sub, name, help_text):
                         "nic:h3:stop@1ms (repeatable)")
     p.add_argument("--max-events", type=float, default=None, metavar="N",
                    help="virtual time: refuse runs estimated above N events (default 2e8, ~30 min)")
-    p.set_defaults(func=run)
 
 
 def run(args):
+    """`rocelab run` with parsed options: validate, then boot, run and report (exit status)."""
+    from testbed.net import options
+
+    prog = "rocelab run"
+    try:
+        plan = prepare(args)
+    except RunRefused as exc:
+        return options.fail(prog, str(exc))
+    if args.clock != "virtual":
+        status = options.need_root(prog)
+        if status:
+            return status
+    return _run_booted(prog, args, *plan)
+
+
+def parse_point(argv):
+    """`rocelab run --clock virtual ARGV` parsed and validated exactly as the command does it,
+    nothing created: returns (args, plan) or raises RunRefused with the command's one line."""
+    args = point_parser().parse_args(["--clock", "virtual", *argv])
+    if args.clock != "virtual":
+        raise RunRefused(f"--clock {args.clock}: a point runs in virtual time")
+    return args, prepare(args)
+
+
+def run_point(argv, out):
+    """One virtual-time point: exactly `rocelab run --clock virtual ARGV --out OUT` (the same
+    validation, OUT layout and printed report); returns its exit status. A point is a pure
+    function of ARGV (its seed is one of them): where it runs changes nothing in summary.json
+    but its "wall_clock" block."""
+    from testbed.net import options
+    try:
+        args = point_parser().parse_args(["--clock", "virtual", *argv, "--out", str(out)])
+    except RunRefused as exc:
+        return options.fail("rocelab run", str(exc))
+    if args.clock != "virtual":
+        return options.fail("rocelab run", f"--clock {args.clock}: a point runs in virtual time")
+    return run(args)
+
+
+def prepare(args):
+    """Validate the options (nothing is created): (clos, settings, job, faults), or RunRefused."""
     from testbed.clos import TopologyError
     from testbed.net import options
     from testbed.net.experiment import ExperimentError, FabricSettings, job_for, parse_ecn
 
-    prog = "rocelab run"
     try:
         clos = options.clos_from_args(args)
         settings = FabricSettings(hash=args.hash, flowlet_gap_us=args.flowlet_gap_us, pfc=args.pfc,
@@ -104,6 +169,8 @@ def run(args):
                       mtu=NIC_MTU_VIRTUAL if virtual else 1024)
         faults = []
         if virtual:
+            if args.target != "engine":
+                raise ExperimentError(f"--target {args.target}: virtual time runs the engine target only")
             from testbed.sim.budget import check_budget
             from testbed.sim.faults import FaultError, parse_fault
             check_budget(clos, job, args.max_events)
@@ -117,15 +184,11 @@ def run(args):
             raise ExperimentError("--fault needs --clock virtual (in real time, use the CLI's `link` "
                                   "command or stop a switch)")
     except (TopologyError, ExperimentError) as exc:
-        return options.fail(prog, str(exc))
+        raise RunRefused(str(exc)) from None
     problem = options.check_program(args.program, args.target)
     if problem:
-        return options.fail(prog, problem)
-    if not virtual:
-        status = options.need_root(prog)
-        if status:
-            return status
-    return _run_booted(prog, args, clos, settings, job, faults)
+        raise RunRefused(problem)
+    return clos, settings, job, faults
 
 
 def _run_booted(prog, args, clos, settings, job, faults=()):

@@ -1,0 +1,14 @@
+"""Sweeps: many virtual-time runs (knobs x seeds) on Dask distributed (`rocelab sweep`).
+
+Modules, one concern each:
+
+* :mod:`testbed.sweep.grid` – the grid: --vary lists x seeds -> points (option lists of
+  `rocelab run --clock virtual`), checked with the run's own parser before anything starts.
+* :mod:`testbed.sweep.point` – what a worker does with one point (run it, pack its directory).
+* :mod:`testbed.sweep.cluster` – the Dask client: a loopback LocalCluster or a given scheduler.
+* :mod:`testbed.sweep.runner` – submit, collect, write points atomically, resume, Ctrl-C.
+* :mod:`testbed.sweep.report` – sweep.json, sweep.csv, index.html (templates/index.html.j2).
+* :mod:`testbed.sweep.progress` – the progress bar; :mod:`testbed.sweep.cli` – `rocelab sweep`.
+* :mod:`testbed.sweep.api` – :func:`run_sweep` and :func:`summaries` for Python callers (labs).
+"""
+from testbed.sweep.api import SweepInterrupted, run_sweep, summaries  # noqa: F401

@@ -1,0 +1,74 @@
+"""The sweep as a Python API (what `rocelab sweep` and the labs call).
+
+    from testbed.sweep import grid, run_sweep, summaries
+    points = grid.check(grid.build(["--spines", "2", "--size", "64K"], [("hash", ["5tuple", "qpn"])], [0, 1]))
+    doc = run_sweep(points, "sweeps/hash", workers=2)       # -> the sweep.json document
+    # or, for a list of option lists (each exactly `rocelab run --clock virtual OPTIONS`):
+    [s["collective"]["busbw_gbps"] for s in summaries([["--seed", "0"], ["--seed", "1"]], "runs/seeds")]
+"""
+import time
+
+from testbed.sweep import grid, report
+from testbed.sweep.cluster import client_for
+from testbed.sweep.runner import Interrupted, run_points
+
+
+def run_sweep(points, out, scheduler=None, workers=None, knobs=None, seeds=None, base_options=(), progress=None):
+    """Run checked `points` on a LocalCluster (`workers` processes, default one per core) or on
+    the Dask scheduler at `scheduler`; writes OUT/points/, sweep.json, sweep.csv, index.html and
+    returns the sweep.json document (its "status" is "interrupted" after Ctrl-C, which is then
+    re-raised as KeyboardInterrupt once everything finished is written)."""
+    knobs = list(knobs if knobs is not None else dict.fromkeys(k for p in points for k, _ in p.knobs))
+    seeds = list(seeds if seeds is not None else dict.fromkeys(p.seed for p in points))
+    started = time.strftime("%Y-%m-%dT%H:%M:%S")
+    t0 = time.monotonic()
+    where = scheduler or f"local cluster of {workers or 'one worker per core'}"
+    interrupted = False
+    try:
+        with client_for(scheduler, workers) as client:
+            results = run_points(points, out, client, progress=progress)
+    except Interrupted as exc:
+        results, interrupted = exc.results, True
+    wall = {"started": started, "elapsed_s": round(time.monotonic() - t0, 3), "scheduler": where}
+    doc = report.write_all(out, results, knobs, seeds, base_options, interrupted, wall)
+    if interrupted:
+        raise SweepInterrupted(doc)
+    return doc
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during run_sweep, after the finished points and sweep.json were written."""
+
+    def __init__(self, doc):
+        super().__init__("interrupted")
+        self.doc = doc
+
+
+def summaries(option_lists, out, scheduler=None, workers=None, names=None):
+    """Each option list run as `rocelab run --clock virtual OPTIONS` (validated first, GridError
+    on a refusal) on the cluster; returns their summary.json dicts in order (None for a point
+    that produced none). `names` (optional, one per list) label the points' directories."""
+    points = []
+    for i, options in enumerate(option_lists):
+        options = [str(o) for o in options]
+        seed = _seed_of(options)
+        knobs = (("name", names[i]),) if names else ()
+        points.append(grid.Point(knobs, seed, tuple(options)))
+    grid.check(points, max_points=len(points))
+    doc = run_sweep(points, out, scheduler=scheduler, workers=workers, knobs=["name"] if names else [])
+    import json
+    from pathlib import Path
+    found = []
+    for row in doc["points"]:
+        path = Path(out) / "points" / row["id"] / "summary.json"
+        found.append(json.loads(path.read_text()) if path.exists() and row["status"] in ("ok", "failed") else None)
+    return found
+
+
+def _seed_of(options):
+    from testbed.net.cli import RunRefused, parse_point
+    try:
+        args, _ = parse_point(options)
+    except RunRefused as exc:
+        raise grid.GridError(f"options {' '.join(options)}: rocelab run would refuse them: {exc}") from None
+    return args.seed

@@ -1,0 +1,89 @@
+"""Where points run: a Dask distributed client, either on a LocalCluster this command starts
+(single-threaded worker processes, one per core, on 127.0.0.1 only, no dashboard) and stops,
+or on an existing scheduler (`--scheduler tcp://HOST:PORT`, workers started with
+`dask worker` on machines that have the project installed).
+"""
+import contextlib
+import logging
+import os
+import re
+
+CONNECT_TIMEOUT_S = 5
+_ADDRESS = re.compile(r"^(tcp|tls|inproc|ws|wss|ucx)://\S+$|^[A-Za-z0-9.\-\[\]:]+:\d+$")
+WORKER_SETUP = "testbed.sweep.worker_setup"
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot be reached or started; one line."""
+
+
+def check_address(address):
+    if not _ADDRESS.match(address or ""):
+        raise ClusterError(f"--scheduler {address!r}: expected an address such as tcp://10.0.0.5:8786")
+    return address
+
+
+@contextlib.contextmanager
+def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
+    """A connected dask.distributed Client (and the LocalCluster behind it, closed on exit)."""
+    _quiet_dask_logs()
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        check_address(scheduler)
+        _probe(scheduler, timeout_s)
+        try:
+            client = Client(scheduler, timeout=f"{timeout_s}s", set_as_default=False)
+        except Exception as exc:    # refused, timed out, or not a Dask scheduler at all
+            raise ClusterError(f"--scheduler {scheduler}: no Dask scheduler answered within {timeout_s} s "
+                               f"({_one_line(exc)})") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    n = workers or os.cpu_count() or 1
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None, silence_logs=logging.ERROR, preload=[WORKER_SETUP])
+    try:
+        client = Client(cluster, set_as_default=False)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()
+
+
+def _probe(address, timeout_s):
+    """A refused or unroutable TCP address fails here at once (Dask would retry until its timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+    if not address.startswith(("tcp://", "tls://")) and "://" in address:
+        return
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"--scheduler {address}: not reachable ({_one_line(exc)})") from None
+
+
+def worker_threads(client):
+    """Threads across the cluster's workers right now (what can run at once)."""
+    try:
+        return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+    except Exception:     # the scheduler is going away: the progress display only
+        return 0
+
+
+def _quiet_dask_logs():
+    # Worker deaths and restarts are handled here and reported per point; Dask's own warnings
+    # about them (and its tornado noise) would only break the progress bar.
+    for name in ("distributed", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _one_line(exc):
+    text = " ".join(str(exc).split())
+    return text[:200] or type(exc).__name__

@@ -1,0 +1,168 @@
+"""Run a list of points on a Dask client and keep their run directories.
+
+Each point's directory is written by this process alone, whole or not at all: unpacked into
+DIR/points/.<id>.tmp-<pid>, then renamed to DIR/points/<id>. A point whose directory exists is
+complete and is not run again (resume). Dask reruns a point whose worker died on another
+worker (up to its allowed-failures); the client takes each point's first result only.
+"""
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testbed.sweep.point import execute, unpack
+
+POINT_FILE = "point.json"     # in each point directory: its id, knobs, seed, options, status
+STATUSES = ("ok", "failed", "error", "cancelled")
+
+
+@dataclass
+class PointResult:
+    """What became of one point. status: ok (exit 0), failed (the run ended and wrote its
+    summary but did not succeed: deterministic, kept), error (no result: refused, crashed, its
+    workers kept dying; retried by a rerun), cancelled (not run: the sweep was interrupted)."""
+
+    point: object
+    status: str
+    summary: dict = None
+    error: str = None
+    directory: Path = None
+    elapsed_s: float = None
+    worker: str = None
+    resumed: bool = False       # complete from an earlier sweep, not run this time
+    exit: int = None
+    extra: dict = field(default_factory=dict)
+
+
+class Interrupted(Exception):
+    """Ctrl-C during run_points; carries the results gathered so far."""
+
+    def __init__(self, results):
+        super().__init__("interrupted")
+        self.results = results
+
+
+def run_points(points, out, client, on_result=None, progress=None):
+    """Run `points` (testbed.sweep.grid.Point) on `client`, results under OUT/points/; returns a
+    PointResult per point in the given order. `on_result(result)` is called as each ends
+    (resumed ones first). Ctrl-C cancels what has not finished and raises Interrupted."""
+    from distributed import as_completed
+
+    points_dir = Path(out) / "points"
+    points_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(points_dir)
+    results = {}
+    todo = []
+    for point in points:
+        done = load_point(points_dir / point.id, point)
+        if done is not None:
+            results[point.id] = done
+            _notify(on_result, done)
+        else:
+            todo.append(point)
+    if progress:
+        progress.start(total=len(points), resumed=len(results))
+    tag = uuid.uuid4().hex[:8]     # fresh keys: a long-lived scheduler may remember old ones
+    futures = {client.submit(execute, list(p.argv), key=f"rocelab-point-{p.id}-{tag}", pure=False): p
+               for p in todo}
+    pending = set(futures)
+    try:
+        stream = as_completed(list(futures), loop=client.loop)
+        while pending:
+            if progress:
+                batch = stream.next_batch(block=False)
+                if not batch:
+                    progress.tick(running=_running(client, pending))
+                    time.sleep(0.2)
+                    continue
+            else:
+                batch = [next(stream)]
+            for future in batch:
+                point = futures[future]
+                pending.discard(future)
+                result = _collect(future, point, points_dir)
+                results[point.id] = result
+                _notify(on_result, result)
+                if progress:
+                    progress.finished(result, running=_running(client, pending))
+    except KeyboardInterrupt:
+        for future in pending:
+            future.cancel()
+        raise Interrupted(_ordered(points, results)) from None
+    finally:
+        if progress:
+            progress.close()
+    return _ordered(points, results)
+
+
+def _running(client, pending):
+    from testbed.sweep.cluster import worker_threads
+    return min(len(pending), worker_threads(client))
+
+
+def _ordered(points, results):
+    return [results.get(p.id) or PointResult(p, "cancelled") for p in points]
+
+
+def _notify(callback, result):
+    if callback:
+        callback(result)
+
+
+def _collect(future, point, points_dir):
+    """The point's result, its directory written atomically when it has one."""
+    try:
+        reply = future.result()
+    except Exception as exc:        # KilledWorker (its workers kept dying), a lost scheduler ...
+        return PointResult(point, "error", error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+    status = "ok" if reply["exit"] == 0 else ("failed" if reply["summary"] is not None else "error")
+    result = PointResult(point, status, summary=reply["summary"], error=reply["error"],
+                         elapsed_s=reply["elapsed_s"], worker=reply["worker"], exit=reply["exit"])
+    if status == "error":
+        # No result to keep; the run's log goes beside the points for a look, and a rerun retries.
+        errors = points_dir.parent / "errors"
+        errors.mkdir(exist_ok=True)
+        tmp = errors / f".{point.id}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        unpack(reply["files"], tmp)
+        log = tmp / "run.log"
+        (errors / f"{point.id}.log").write_text(log.read_text() if log.exists() else (reply["error"] or ""))
+        shutil.rmtree(tmp, ignore_errors=True)
+        return result
+    result.directory = write_point(points_dir, point, reply, status)
+    return result
+
+
+def write_point(points_dir, point, reply, status):
+    final = points_dir / point.id
+    tmp = points_dir / f".{point.id}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    unpack(reply["files"], tmp)
+    record = {**point.as_dict(), "status": status, "error": reply["error"], "exit": reply["exit"],
+              "elapsed_s": reply["elapsed_s"], "worker": reply["worker"]}
+    (tmp / POINT_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    os.rename(tmp, final)           # atomic: a reader sees no point or the whole point
+    return final
+
+
+def load_point(directory, point):
+    """A completed point's result from its directory (resume), or None."""
+    try:
+        record = json.loads((directory / POINT_FILE).read_text())
+        summary = json.loads((directory / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("argv") != list(point.argv) or record.get("status") not in ("ok", "failed"):
+        return None
+    return PointResult(point, record["status"], summary=summary, error=record.get("error"), directory=directory,
+                       elapsed_s=record.get("elapsed_s"), worker=record.get("worker"), resumed=True,
+                       exit=record.get("exit"))
+
+
+def _remove_stale_temporaries(points_dir):
+    # Left by a client that died while writing a point: never a complete point.
+    for path in points_dir.glob(".*.tmp-*"):
+        shutil.rmtree(path, ignore_errors=True)

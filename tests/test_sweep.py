@@ -1,0 +1,214 @@
+"""`rocelab sweep`: grids of virtual-time runs on Dask distributed (testbed/sweep/).
+
+A 2-worker LocalCluster sweep; the same points on a separately started `dask scheduler` and two
+`dask worker` processes on 127.0.0.1 (the multi-machine path on one machine); a worker killed
+mid-sweep; Ctrl-C then resume; each point equal to its single `rocelab run`; bad input.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.cli import main as rocelab
+from testbed.net.cli import run_point
+
+REPO = Path(__file__).resolve().parents[1]
+ROCELAB = [sys.executable, "-m", "testbed.cli"]
+DASK = Path(sys.executable).parent / "dask"
+# Tiny points: 3 switches, 2 hosts across the spine, 64 KB ring AllReduce.
+BASE = ["--spines", "1", "--leaves", "2", "--hosts-per-leaf", "1", "--size", "64K"]
+VARY = ["--vary", "hash=5tuple,qpn"]
+ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def comparable(summary):
+    """A summary without what may differ between runs of the same point."""
+    return {k: v for k, v in summary.items() if k not in ("wall_clock", "name")}
+
+
+def points_of(out):
+    doc = json.loads((out / "sweep.json").read_text())
+    summaries = {row["id"]: json.loads((out / "points" / row["id"] / "summary.json").read_text())
+                 for row in doc["points"] if row["status"] in ("ok", "failed")}
+    return doc, summaries
+
+
+def no_leftovers(out):
+    return not [p for p in (out / "points").iterdir() if p.name.startswith(".")]
+
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "local"
+    status = rocelab(["sweep", "--out", str(out), "--workers", "2", *VARY, "--", *BASE])
+    return status, out
+
+
+def test_local_cluster_sweep_writes_every_point_and_the_report(local_sweep):
+    status, out = local_sweep
+    assert status == 0
+    doc, summaries = points_of(out)
+    assert doc["status"] == "complete" and doc["counts"]["ok"] == 2 and doc["knobs"] == ["hash"]
+    assert sorted(row["knob:hash"] for row in doc["points"]) == ["5tuple", "qpn"]
+    assert {s["config"]["fabric"]["hash"] for s in summaries.values()} == {"5tuple", "qpn"}
+    assert all(s["clock"] == "virtual" and s["pcap_dir"] is None for s in summaries.values())
+    rows = (out / "sweep.csv").read_text().splitlines()
+    assert len(rows) == 3 and rows[0].startswith("knob:hash,seed,status,busbw_gbps")
+    for row in doc["points"]:
+        s = summaries[row["id"]]
+        assert row["busbw_gbps"] == s["collective"]["busbw_gbps"] > 0
+        assert row["uplink_max_mean"] >= 1.0 and row["lossless_drops"] == 0
+    page = (out / "index.html").read_text()
+    assert "knob-hash.png" in page and (out / "knob-hash.png").stat().st_size > 1000
+    assert no_leftovers(out)
+
+
+def test_each_point_equals_its_single_rocelab_run(local_sweep, tmp_path, capsys):
+    _, out = local_sweep
+    doc, summaries = points_of(out)
+    for row in doc["points"]:
+        record = json.loads((out / "points" / row["id"] / "point.json").read_text())
+        single = tmp_path / row["id"]
+        assert run_point(record["argv"], single) == 0
+        alone = json.loads((single / "summary.json").read_text())
+        assert comparable(alone) == comparable(summaries[row["id"]]), row["id"]
+
+
+def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys):
+    with socket.socket() as s:      # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"vary": {"hash": ["qpn"]}, "sedes": 2}))
+    cases = [
+        (["--vary", "hsh=qpn"], "not an option of rocelab run (did you mean hash?)"),
+        (["--vary", "hash=qpn,bogus"], "point hash=bogus, seed 0: rocelab run would refuse it"),
+        (["--vary", "qps-per-conn=4,0"], "qps-per-conn=0"),
+        (["--vary", "hash="], "an empty value"),
+        (["--seeds", "2000", "--vary", "hash=5tuple,qpn"], "4000 points, more than the budget of 1000"),
+        (["--scheduler", f"tcp://127.0.0.1:{closed}"], "not reachable"),
+        (["--vary", "hash=qpn", "--", "--clock", "real"], "a sweep runs virtual time only"),
+        (["--spec", str(spec)], "unknown key 'sedes'"),
+    ]
+    for args, words in cases:
+        out = tmp_path / "never"
+        t0 = time.monotonic()
+        status = rocelab(["sweep", "--out", str(out), *args])
+        err = capsys.readouterr().err
+        assert status == 2, (args, err)
+        assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (args, err)
+        assert not out.exists(), args
+        assert time.monotonic() - t0 < 60      # a hang would never end; not a speed goal
+
+
+# --- the multi-machine path, on one machine ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """`dask scheduler` and two `dask worker` processes on 127.0.0.1, killed by PID afterwards."""
+    from distributed import Client
+
+    tmp = tmp_path_factory.mktemp("dask")
+    info = tmp / "scheduler.json"
+    procs = []
+
+    def start(args):
+        log = open(tmp / f"{len(procs)}.log", "w")
+        procs.append(subprocess.Popen([str(DASK), *args], stdout=log, stderr=subprocess.STDOUT, env=ENV,
+                                      cwd=tmp, start_new_session=True))
+        log.close()
+    try:
+        start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(info)])
+        deadline = time.monotonic() + 120
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(info.read_text())["address"]
+        for _ in range(2):
+            start(["worker", address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"])
+        with Client(address, timeout="60s", set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)
+            pids = client.run(os.getpid)           # {worker address: pid}
+        yield address, pids
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def test_same_points_on_a_separate_scheduler_and_workers(dask_cluster, local_sweep, tmp_path):
+    address, pids = dask_cluster
+    out = tmp_path / "remote"
+    assert rocelab(["sweep", "--out", str(out), "--scheduler", address, *VARY, "--", *BASE]) == 0
+    doc, summaries = points_of(out)
+    _, local = points_of(local_sweep[1])
+    assert doc["status"] == "complete" and summaries.keys() == local.keys()
+    for point_id, summary in summaries.items():
+        assert comparable(summary) == comparable(local[point_id]), point_id
+    ran_on = {row["worker"].rsplit(":", 1)[1] for row in doc["points"]}
+    assert ran_on <= {str(pid) for pid in pids.values()}
+
+
+def test_a_worker_killed_mid_point_loses_nothing(dask_cluster, local_sweep, tmp_path):
+    from distributed import Client
+
+    address, pids = dask_cluster
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(ROCELAB + ["sweep", "--out", str(out), "--scheduler", address, *VARY, "--", *BASE],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    victim = None
+    with Client(address, timeout="60s", set_as_default=False) as client:
+        deadline = time.monotonic() + 120
+        while victim is None and time.monotonic() < deadline and proc.poll() is None:
+            busy = [w for w, tasks in client.processing().items() if tasks]
+            if busy:
+                time.sleep(0.5)         # the point is under way on that worker
+                victim = pids[busy[0]]
+                os.kill(victim, signal.SIGKILL)
+            time.sleep(0.1)
+    _, err = proc.communicate(timeout=300)
+    assert victim is not None, "no worker ever ran a point"
+    assert proc.returncode == 0, err
+    doc, summaries = points_of(out)
+    assert doc["status"] == "complete" and len(doc["points"]) == 2 == len(summaries)
+    assert len({row["id"] for row in doc["points"]}) == 2
+    assert all(not row["worker"].endswith(f":{victim}") for row in doc["points"])
+    assert sorted(p.name for p in (out / "points").iterdir()) == sorted(summaries)
+    _, local = points_of(local_sweep[1])
+    for point_id, summary in summaries.items():
+        assert comparable(summary) == comparable(local[point_id])
+
+
+# --- Ctrl-C and resume ------------------------------------------------------------------------
+
+def test_ctrl_c_keeps_finished_points_and_a_rerun_finishes_the_rest(tmp_path):
+    out = tmp_path / "resume"
+    cmd = ROCELAB + ["sweep", "--out", str(out), "--workers", "1", "--seeds", "2", "--", *BASE]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            start_new_session=True)    # its own group: Ctrl-C reaches its workers too
+    deadline = time.monotonic() + 180
+    done = []
+    while not done and time.monotonic() < deadline and proc.poll() is None:
+        done = [p for p in (out / "points").glob("*") if not p.name.startswith(".")] if (out / "points").exists() else []
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    doc, kept = points_of(out)
+    assert doc["status"] == "interrupted" and len(kept) == 1
+    assert no_leftovers(out)
+    stamps = {pid: (out / "points" / pid / "point.json").stat().st_mtime_ns for pid in kept}
+
+    res = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=300)
+    assert res.returncode == 0, res.stderr
+    doc, summaries = points_of(out)
+    assert doc["status"] == "complete" and len(summaries) == 2 and doc["counts"]["resumed"] == 1
+    assert {pid: (out / "points" / pid / "point.json").stat().st_mtime_ns for pid in kept} == stamps
+    assert sorted(row["seed"] for row in doc["points"]) == [0, 1]
