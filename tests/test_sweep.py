@@ -86,6 +86,8 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys):
         closed = s.getsockname()[1]
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"vary": {"hash": ["qpn"]}, "sedes": 2}))
+    yaml_spec = tmp_path / "sweep.yaml"     # read: its 2 knob values x 2 seeds exceed a budget of 3
+    yaml_spec.write_text("vary:\n  hash: [5tuple, qpn]\nseeds: 2\noptions: --spines 1 --leaves 2\n")
     cases = [
         (["--vary", "hsh=qpn"], "not an option of rocelab run (did you mean hash?)"),
         (["--vary", "hash=qpn,bogus"], "point hash=bogus, seed 0: rocelab run would refuse it"),
@@ -95,6 +97,8 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys):
         (["--scheduler", f"tcp://127.0.0.1:{closed}"], "not reachable"),
         (["--vary", "hash=qpn", "--", "--clock", "real"], "a sweep runs virtual time only"),
         (["--spec", str(spec)], "unknown key 'sedes'"),
+        (["--spec", str(yaml_spec), "--max-points", "3"], "the grid has 4 points, more than the budget of 3"),
+        (["--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"], "--workers sizes the local cluster"),
     ]
     for args, words in cases:
         out = tmp_path / "never"
@@ -105,6 +109,21 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys):
         assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (args, err)
         assert not out.exists(), args
         assert time.monotonic() - t0 < 60      # a hang would never end; not a speed goal
+
+
+def test_grid_values_with_commas_and_stable_point_ids():
+    from testbed.sweep import grid
+
+    knob, values = grid.parse_vary("ecn=5,20,0.2;off")
+    assert (knob, values) == ("ecn", ["5,20,0.2", "off"])
+    points = grid.build(BASE, [(knob, values), grid.parse_vary("qps_per_conn=1,4")], [0, 3])
+    assert len(points) == 8 and len({p.id for p in points}) == 8
+    again = grid.build(BASE, [(knob, values), ("qps-per-conn", ["1", "4"])], [0, 3])
+    assert [p.id for p in again] == [p.id for p in points]
+    other_base = grid.build(BASE + ["--iterations", "2"], [(knob, values), ("qps-per-conn", ["1", "4"])], [0, 3])
+    assert not {p.id for p in other_base} & {p.id for p in points}, "another sweep's results are never resumed"
+    assert points[0].argv[-5:] == ("--qps-per-conn", "1", "--seed", "0", "--no-pcap")
+    grid.check(points)
 
 
 # --- the multi-machine path, on one machine ------------------------------------------------

@@ -169,8 +169,6 @@ def prepare(args):
                       mtu=NIC_MTU_VIRTUAL if virtual else 1024)
         faults = []
         if virtual:
-            if args.target != "engine":
-                raise ExperimentError(f"--target {args.target}: virtual time runs the engine target only")
             from testbed.sim.budget import check_budget
             from testbed.sim.faults import FaultError, parse_fault
             check_budget(clos, job, args.max_events)

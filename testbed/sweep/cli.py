@@ -130,6 +130,13 @@ def _load_spec(path):
         raise GridError(f"--spec {path}: unknown key {unknown[0]!r} (known: {', '.join(SPEC_KEYS)})")
     if spec.get("vary") is not None and not isinstance(spec["vary"], dict):
         raise GridError(f"--spec {path}: vary must map each knob to a list of values")
+    for key in ("workers", "max_points"):
+        value = spec.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise GridError(f"--spec {path}: {key} must be a whole number >= 1 (got {value!r})")
+    for key in ("out", "scheduler"):
+        if spec.get(key) is not None and not isinstance(spec[key], str):
+            raise GridError(f"--spec {path}: {key} must be a string")
     return spec
 
 

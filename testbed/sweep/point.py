@@ -12,6 +12,7 @@ import socket
 import tarfile
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 RUN_LOG = "run.log"         # what the run printed (its nccl-tests table, its one-line errors)
@@ -34,18 +35,25 @@ def execute(argv):
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             status = run_point(list(argv), out)
     except Exception as exc:        # a bug in a model: recorded as this point's error
-        error = f"{type(exc).__name__}: {exc}"
+        error = one_line(f"{type(exc).__name__}: {exc}")
+        log.write(traceback.format_exc())
     elapsed = time.monotonic() - t0
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / RUN_LOG).write_text(log.getvalue())
         summary = _read_summary(out)
         if error is None and status != 0:
-            error = _first_error(summary, log.getvalue(), status)
+            error = one_line(_first_error(summary, log.getvalue(), status))
         return {"exit": status, "error": error, "summary": summary, "files": pack(out),
                 "elapsed_s": round(elapsed, 3), "worker": f"{socket.gethostname()}:{os.getpid()}"}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def one_line(text, limit=300):
+    """An error for a table cell: whitespace (newlines too) folded, at most `limit` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _read_summary(out):

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.sweep.point import execute, unpack
+from testbed.sweep.point import execute, one_line, unpack
 
 POINT_FILE = "point.json"     # in each point directory: its id, knobs, seed, options, status
 STATUSES = ("ok", "failed", "error", "cancelled")
@@ -117,7 +117,7 @@ def _collect(future, point, points_dir):
     try:
         reply = future.result()
     except Exception as exc:        # KilledWorker (its workers kept dying), a lost scheduler ...
-        return PointResult(point, "error", error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        return PointResult(point, "error", error=one_line(f"{type(exc).__name__}: {exc}"))
     status = "ok" if reply["exit"] == 0 else ("failed" if reply["summary"] is not None else "error")
     result = PointResult(point, status, summary=reply["summary"], error=reply["error"],
                          elapsed_s=reply["elapsed_s"], worker=reply["worker"], exit=reply["exit"])
