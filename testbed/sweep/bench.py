@@ -26,9 +26,9 @@ def _grid(quick):
 
 def _serial(points, tmp):
     from testbed.sweep.point import execute
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.process_time()
     own = [execute(list(p.argv))["elapsed_s"] for p in points]
-    return time.monotonic() - t0, own
+    return time.monotonic() - t0, own, time.process_time() - cpu0
 
 
 def _on_cluster(points, tmp, workers):
@@ -66,7 +66,7 @@ def main(quick=False):
     print(f"   {len(points)} points (hash x qps-per-conn x 2 seeds, 2x2x2 Clos, {'64K' if quick else '256K'} ring "
           f"AllReduce); {workers} cores, load average {load:.1f} at the start")
     with tempfile.TemporaryDirectory(prefix="rocelab-bench-sweep-") as tmp:
-        serial_wall, serial_own = _serial(points, Path(tmp) / "serial")
+        serial_wall, serial_own, serial_cpu = _serial(points, Path(tmp) / "serial")
         started, wall, results, trip = _on_cluster(points, Path(tmp) / "sweep", workers)
     bad = [r.point.id for r in results if r.status != "ok"]
     own = [r.elapsed_s or 0.0 for r in results]
@@ -79,7 +79,15 @@ def main(quick=False):
     print(f"   per-point overhead of Dask: {overhead:.2f} s a point (sweep wall x workers - the points' own "
           f"time on their workers: {sum(own):.1f} s there vs {sum(serial_own):.1f} s serially); an empty "
           f"task's round trip {trip * 1000:.1f} ms (median of 20)")
-    print(f"   load average now {os.getloadavg()[0]:.1f}")
+    by_worker = {}
+    for r in results:
+        by_worker[r.worker] = by_worker.get(r.worker, 0.0) + (r.cpu_s or 0.0)
+    busiest = max(by_worker.values(), default=0.0)
+    print(f"   CPU: {serial_cpu:.1f} s serially, {sum(by_worker.values()):.1f} s on the workers (busiest "
+          f"{busiest:.1f} s): on otherwise idle cores the sweep would take about {busiest:.1f} s, "
+          f"{serial_cpu / busiest if busiest else 0:.2f}x (each worker pays its own imports and first compile)")
+    print(f"   load average now {os.getloadavg()[0]:.1f} (other work on the machine makes the wall figures "
+          "lower bounds)")
     if bad:
         print(f"   points that did not finish ok: {', '.join(bad)}")
         return 1

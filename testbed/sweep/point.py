@@ -21,13 +21,14 @@ RUN_LOG = "run.log"         # what the run printed (its nccl-tests table, its on
 def execute(argv):
     """Run the point; never raises for a point's own failure (it is in the returned dict):
     {"exit": status or None, "error": one line or None, "summary": dict or None,
-     "files": tar bytes of the run directory, "elapsed_s", "worker"}."""
+     "files": tar bytes of the run directory, "elapsed_s", "cpu_s" (this process's CPU time
+     meanwhile), "worker"}."""
     from testbed.net.cli import run_point
 
     tmp = Path(tempfile.mkdtemp(prefix="rocelab-point-"))
     out = tmp / "run"
     log = io.StringIO()
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.process_time()
     status, error = None, None
     try:
         # A worker runs one point at a time (single-threaded workers), so the process-wide
@@ -37,7 +38,7 @@ def execute(argv):
     except Exception as exc:        # a bug in a model: recorded as this point's error
         error = one_line(f"{type(exc).__name__}: {exc}")
         log.write(traceback.format_exc())
-    elapsed = time.monotonic() - t0
+    elapsed, cpu = time.monotonic() - t0, time.process_time() - cpu0
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / RUN_LOG).write_text(log.getvalue())
@@ -45,7 +46,7 @@ def execute(argv):
         if error is None and status != 0:
             error = one_line(_first_error(summary, log.getvalue(), status))
         return {"exit": status, "error": error, "summary": summary, "files": pack(out),
-                "elapsed_s": round(elapsed, 3), "worker": f"{socket.gethostname()}:{os.getpid()}"}
+                "elapsed_s": round(elapsed, 3), "cpu_s": round(cpu, 3), "worker": f"{socket.gethostname()}:{os.getpid()}"}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

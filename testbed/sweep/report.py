@@ -35,6 +35,7 @@ FIGURES = [
     ("lossless_drops", "tail drops on the lossless priority (a bug: must be 0)"),
     ("oos", "out-of-sequence packets at the NICs"),
     ("elapsed_s", "wall seconds the point took on its worker"),
+    ("cpu_s", "CPU seconds of its worker process meanwhile"),
     ("worker", "host:pid of the worker that ran it"),
     ("id", "the point's directory under points/"),
     ("error", "why it failed, one line"),
@@ -52,7 +53,7 @@ def row(result):
     out["seed"] = point.seed
     out.update({name: None for name, _ in FIGURES})
     out.update(status=result.status, id=point.id, error=result.error, elapsed_s=result.elapsed_s,
-               worker=result.worker)
+               cpu_s=result.cpu_s, worker=result.worker)
     s = result.summary
     if s:
         c = s["collective"]

@@ -10,7 +10,7 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.sweep.point import execute, one_line, unpack
@@ -34,7 +34,7 @@ class PointResult:
     worker: str = None
     resumed: bool = False       # complete from an earlier sweep, not run this time
     exit: int = None
-    extra: dict = field(default_factory=dict)
+    cpu_s: float = None         # CPU seconds of the worker process while it ran the point
 
 
 class Interrupted(Exception):
@@ -120,7 +120,8 @@ def _collect(future, point, points_dir):
         return PointResult(point, "error", error=one_line(f"{type(exc).__name__}: {exc}"))
     status = "ok" if reply["exit"] == 0 else ("failed" if reply["summary"] is not None else "error")
     result = PointResult(point, status, summary=reply["summary"], error=reply["error"],
-                         elapsed_s=reply["elapsed_s"], worker=reply["worker"], exit=reply["exit"])
+                         elapsed_s=reply["elapsed_s"], worker=reply["worker"], exit=reply["exit"],
+                         cpu_s=reply.get("cpu_s"))
     if status == "error":
         # No result to keep; the run's log goes beside the points for a look, and a rerun retries.
         errors = points_dir.parent / "errors"
@@ -142,7 +143,7 @@ def write_point(points_dir, point, reply, status):
     shutil.rmtree(tmp, ignore_errors=True)
     unpack(reply["files"], tmp)
     record = {**point.as_dict(), "status": status, "error": reply["error"], "exit": reply["exit"],
-              "elapsed_s": reply["elapsed_s"], "worker": reply["worker"]}
+              "elapsed_s": reply["elapsed_s"], "cpu_s": reply.get("cpu_s"), "worker": reply["worker"]}
     (tmp / POINT_FILE).write_text(json.dumps(record, indent=1) + "\n")
     os.rename(tmp, final)           # atomic: a reader sees no point or the whole point
     return final
@@ -158,7 +159,7 @@ def load_point(directory, point):
     if record.get("argv") != list(point.argv) or record.get("status") not in ("ok", "failed"):
         return None
     return PointResult(point, record["status"], summary=summary, error=record.get("error"), directory=directory,
-                       elapsed_s=record.get("elapsed_s"), worker=record.get("worker"), resumed=True,
+                       elapsed_s=record.get("elapsed_s"), cpu_s=record.get("cpu_s"), worker=record.get("worker"), resumed=True,
                        exit=record.get("exit"))
 
 
