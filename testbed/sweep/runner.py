@@ -98,9 +98,17 @@ def run_points(points, out, client, on_result=None, progress=None):
     return _ordered(points, results)
 
 
+_threads_seen = {"at": -1e9, "n": 0}
+
+
 def _running(client, pending):
+    """Points under way: those not finished, at most one per worker thread (the scheduler is
+    asked about its workers once a second at most: the display needs no more)."""
     from testbed.sweep.cluster import worker_threads
-    return min(len(pending), worker_threads(client))
+    now = time.monotonic()
+    if now - _threads_seen["at"] >= 1.0:
+        _threads_seen.update(at=now, n=worker_threads(client))
+    return min(len(pending), _threads_seen["n"])
 
 
 def _ordered(points, results):
