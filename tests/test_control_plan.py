@@ -183,3 +183,19 @@ def test_diff_only_touches_the_tables_it_is_given(clos):
     inserts, modifies, deletes = diff(wanted, installed, KNOB_TABLES)
     assert (inserts, deletes) == ([], [])
     assert [(e.table, e.param("qp_aware")) for e in modifies] == [(N.ECMP_CONFIG, 1)]
+
+
+def test_the_controller_fills_unset_pfc_headroom_for_its_clock():
+    """Real time (default): the measured-loop-lag response time; virtual time passes physical
+    values (a 300 ms response at production rates would be gigabytes)."""
+    from testbed.control import FabricController
+    from testbed.switch import buffers
+    clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=2))
+    real = FabricController(clos, switches=["leaf1"])
+    fastest = max(p.rate_mbps for p in clos.switches["leaf1"].ports.values()) * 1e6
+    assert real.knobs["leaf1"].pfc[3].headroom == buffers.headroom_bytes(
+        fastest, buffers.LAB_CABLE_M, 1500, buffers.REALTIME_RESPONSE_US)
+    virtual = FabricController(clos, switches=["leaf1"], headroom_response_us=1.0, headroom_cable_m=100)
+    assert virtual.knobs["leaf1"].pfc[3].headroom == buffers.headroom_bytes(fastest, 100, 1500, 1.0)
+    explicit = FabricController(clos, switches=["leaf1"], knobs=Knobs(pfc={3: PfcConfig(9000, 3000, 100, 7777)}))
+    assert explicit.knobs["leaf1"].pfc[3].headroom == 7777

@@ -23,6 +23,7 @@ from testbed.control.p4runtime_io import (DEFAULT_PIPELINE_TIMEOUT, DEFAULT_RPC_
                                           SwitchConnection, clone_session_entity)
 from testbed.control.plan import PLANNED_TABLES, ROUTING_TABLES, diff, plan_switch, te_override_entry
 from testbed.control.routes import compute_routes, link_key, next_hop, normalize_prefix
+from testbed.switch import buffers
 
 LOG = logging.getLogger("rocelab.control")
 DEFAULT_PROGRAM = P4_DIR / "fabric.p4"
@@ -32,11 +33,16 @@ class FabricController:
     def __init__(self, clos, program_path=None, *, program=None, target="engine", p4info_path=None,
                  device_config_path=None, election_id=(0, 1), role=None, connect_timeout=10.0,
                  knobs=None, switches=None, down_links=(), rpc_timeout=DEFAULT_RPC_TIMEOUT,
-                 pipeline_timeout=DEFAULT_PIPELINE_TIMEOUT, addresses=None, seed=0):
+                 pipeline_timeout=DEFAULT_PIPELINE_TIMEOUT, addresses=None, seed=0,
+                 headroom_response_us=None, headroom_cable_m=None):
         """addresses: {switch: gRPC address} where a switch's P4Runtime server is not at its
         Clos address (virtual time serves each on a Unix socket, "unix:/path"); seed: varies every switch's
-        ECMP hash seed (0 keeps the default, one per device id)."""
+        ECMP hash seed (0 keeps the default, one per device id); headroom_response_us/_cable_m:
+        the response time and cable length the default PFC headroom is computed for (default:
+        the real-time lab's, testbed/switch/buffers.py; virtual time passes the physical ones)."""
         self.clos = clos
+        self.headroom_model = (buffers.REALTIME_RESPONSE_US if headroom_response_us is None else headroom_response_us,
+                               buffers.LAB_CABLE_M if headroom_cable_m is None else headroom_cable_m)
         self.program_path = str(program_path or program or DEFAULT_PROGRAM)
         if target not in pipeline_config.TARGETS:
             raise ControlError(f"target {target!r}: choose one of {', '.join(pipeline_config.TARGETS)}")
@@ -50,7 +56,8 @@ class FabricController:
             raise ControlError(f"unknown switch(es) {', '.join(unknown)} (the fabric has {', '.join(clos.switches)})")
         self.names = names
         base = (knobs or Knobs()).check()
-        self.knobs = {n: _seeded(base, clos.switches[n], seed) for n in names}
+        self.knobs = {n: _with_port_headroom(_seeded(base, clos.switches[n], seed), clos.switches[n],
+                                             self.headroom_model) for n in names}
         self._knobs_known = {n: knobs is not None for n in names}
         self.down_links = {link_key(a, b) for a, b in down_links}
         self.routes = compute_routes(clos, frozenset(self.down_links))
@@ -207,7 +214,8 @@ class FabricController:
             new = {}
             for name in targets:
                 self._state(name)                      # learn current knobs first
-                new[name] = _with_port_headroom(update(self.knobs[name]), self.clos.switches[name])
+                new[name] = _with_port_headroom(update(self.knobs[name]), self.clos.switches[name],
+                                                self.headroom_model)
             for name in targets:
                 self.knobs[name] = new[name]
                 plan = plan_switch(self.clos, name, self.routes[name], new[name])
@@ -426,12 +434,15 @@ def _seeded(knobs, switch, seed=0):
         hash_seed = (mixed ^ (mixed >> 16)) & 0xFFFF
     else:
         hash_seed = switch.device_id & 0xFFFF
-    return _with_port_headroom(replace(knobs, hash_seed=hash_seed), switch)
+    return replace(knobs, hash_seed=hash_seed)
 
 
-def _with_port_headroom(knobs, switch):
-    """Unset PFC headroom comes from the calculator for the switch's fastest port."""
-    return with_headroom(knobs, max((p.rate_mbps for p in switch.ports.values()), default=0.0))
+def _with_port_headroom(knobs, switch, model):
+    """Unset PFC headroom comes from the calculator for the switch's fastest port and
+    `model` = (response time us, cable m)."""
+    response_us, cable_m = model
+    return with_headroom(knobs, max((p.rate_mbps for p in switch.ports.values()), default=0.0),
+                         response_us=response_us, cable_m=cable_m)
 
 
 def _short(entry):

@@ -101,12 +101,13 @@ def default_pfc():
     return PfcConfig(DEFAULT_PFC_XOFF, DEFAULT_PFC_XON, DEFAULT_PFC_REFRESH_US)
 
 
-def with_headroom(knobs, rate_mbps, mtu=buffers.LAB_MTU):
+def with_headroom(knobs, rate_mbps, mtu=buffers.LAB_MTU, response_us=buffers.REALTIME_RESPONSE_US,
+                  cable_m=buffers.LAB_CABLE_M):
     """`knobs` with every PFC profile's unset headroom filled in from the headroom calculator
-    for a port of `rate_mbps` (the real-time response time: buffers.REALTIME_RESPONSE_US)."""
+    for a port of `rate_mbps` (by default the real-time response time and lab cables)."""
     if all(c.headroom is not None for c in knobs.pfc.values()):
         return knobs
-    room = buffers.headroom_bytes(rate_mbps * 1e6, buffers.LAB_CABLE_M, mtu, buffers.REALTIME_RESPONSE_US)
+    room = buffers.headroom_bytes(rate_mbps * 1e6, cable_m, mtu, response_us)
     return replace(knobs, pfc={p: c if c.headroom is not None else replace(c, headroom=room)
                                for p, c in knobs.pfc.items()})
 
