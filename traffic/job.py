@@ -151,7 +151,17 @@ def _mac(value, where):
 
 
 def parse_job(data):
-    """Validate a job dict and return a :class:`Job`."""
+    """Validate a job dict and return a :class:`Job`; JobError names what is wrong.
+
+    The checks below name the key at fault; a value of a type none of them foresaw still
+    ends as a JobError (never a traceback), naming the kind of fault."""
+    try:
+        return _parse_job(data)
+    except (TypeError, AttributeError, KeyError, IndexError, OverflowError) as exc:
+        raise JobError(f"job: a value has the wrong type or size ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+def _parse_job(data):
     if not isinstance(data, dict):
         raise JobError("job: expected a JSON object at the top level")
     unknown = set(data) - _TOP_KEYS
