@@ -5,7 +5,7 @@ import io
 import pytest
 
 from test_stf import FakePipeline, frame
-from testbed.p4engine import stf
+from testbed.p4engine import stf, stf_parse
 from testbed.p4engine.tables import KeySpec
 
 
@@ -74,7 +74,7 @@ def test_malformed_lines_name_file_line_and_reason(line, message):
 @pytest.mark.parametrize("word", ["inf:1", "nan:1", "-1:1", "1:-1", "1e999:1", "x:1", "1:"])
 def test_meter_rates_must_be_finite_non_negative(word):
     with pytest.raises(stf.StfError, match="meter_set_rates: .*(finite|not RATE:BURST)"):
-        stf._parse_meter_rates([word], "meter_set_rates")
+        stf_parse.parse_meter_rates([word], "meter_set_rates")
 
 
 def test_wait_alone_or_with_seconds_is_fine():

@@ -5,7 +5,7 @@
     Program.new_pipeline(cpu_port=None, drop_port=511, log=None) -> Pipeline
 
 See CONTRACT.md for the Pipeline interface. Program.compiled carries the metadata P4Info and the
-tools read (compiler.Compiled: tables, actions, externs, digests, controller headers).
+tools read (program_info.Compiled: tables, actions, externs, digests, controller headers).
 """
 from .errors import P4Error, P4RuntimeFault
 

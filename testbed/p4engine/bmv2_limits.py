@@ -47,7 +47,7 @@ def limits_for(target):
 
 
 def _text(node):
-    from .compiler import expr_text
+    from .program_info import expr_text
     return expr_text(node)
 
 

@@ -1,18 +1,17 @@
-"""Calls: methods of headers, stacks, packets, tables and externs, v1model's extern functions,
-direct action calls, P4 functions and sub-control applies -- typed and translated to Python.
+"""Calls: dispatch, methods of headers, stacks and packets, out arguments and field lists --
+typed and translated to Python (extern calls: extern_calls; actions, functions, controls:
+invocations).
 
-These are methods of compiler.Compiler (bound in its class body); they emit statements into
-ctx.em and return a Val for calls that have a value (None otherwise).
+The functions take the Compiler as `self` (CallsMixin binds them as its methods); they emit
+statements into ctx.em and return a Val for calls that have a value (None otherwise).
 """
 from . import codegen
 from . import p4types as T
+from .call_args import arg_value, as_uint, need_args, positional_args
 from .codegen import slot_add
-from .compiler import (H_CLONE, H_CLONE_FL, H_DIGEST, H_NOW, H_OUT, H_PKT, H_POFF, H_RECIRC, H_RESUB,
-                       H_TRUNC, DigestInfo, Sym, Val, agg, anno_string, expr_text, lit, lv)
+from .compile_values import H_OUT, agg, lit, lv, Val
+from .program_info import expr_text
 from .syntax import Node
-
-CHECKSUM_FUNCS = ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
-                  "update_checksum_with_payload")
 
 
 # ------------------------------------------------------------------------------ dispatch
@@ -52,49 +51,11 @@ def _extern_args_in_order(self, fv, n):
         names = [p.name for p in proto.params]
         if not named <= set(names) or len(n.args) > len(names):
             continue
-        given = _positional(self, n, names)
+        given = positional_args(self, n, names)
         if set(given) != set(names[:len(given)]):
             continue      # an omitted parameter in the middle: not this overload
         return Node("call", n.loc, func=n.func, targs=n.targs, args=[given[x] for x in names[:len(given)]])
     self.err(f"no declaration of '{fv.name}' has parameters named {', '.join(sorted(named))}", n.loc)
-
-
-def _positional(self, n, names):
-    """Arguments of call `n` by parameter name (positional or `name = value`)."""
-    out = {}
-    for i, a in enumerate(n.args):
-        if a.kind == "named_arg":
-            if a.name not in names:
-                self.err(f"no parameter named '{a.name}' (parameters: {', '.join(names)})", a.loc)
-            out[a.name] = a.value
-        else:
-            if i >= len(names):
-                self.err(f"too many arguments (expected at most {len(names)})", a.loc)
-            out[names[i]] = a
-    return out
-
-
-def _need_args(self, n, count, what):
-    if len(n.args) != count:
-        self.err(f"{what} takes {count} argument(s), got {len(n.args)}", n.loc)
-
-
-def _value(self, node, ctx, expected=None):
-    v = self.scalar(self.expr(node, ctx, expected), node.loc)
-    if expected is not None and v.type != expected:
-        if isinstance(expected, T.BitT) and isinstance(v.type, T.IntLitT):
-            return self.convert(v, expected, node.loc)
-    return v
-
-
-def _uint(v):
-    """Python code for the unsigned value of scalar `v` (signed ints and bools converted)."""
-    t = v.type
-    if isinstance(t, T.BoolT):
-        return f"(1 if {v.code} else 0)"
-    if isinstance(t, T.BitT) and t.signed:
-        return f"({v.code} & {t.mask})"
-    return v.code
 
 
 # ------------------------------------------------------------------------------ methods
@@ -103,7 +64,7 @@ def call_method(self, m, n, ctx):
     if obj.kind == "agg":
         t = obj.type
         if isinstance(t, T.HeaderT):
-            _need_args(self, n, 0, f"{name}()")
+            need_args(self, n, 0, f"{name}()")
             if name == "isValid":
                 return Val("rv", T.BOOL, f"(S[{obj.slot}] == 1)")
             if name == "setValid":
@@ -118,11 +79,11 @@ def call_method(self, m, n, ctx):
             if name == "minSizeInBytes":
                 return lit(t.bit_width // 8, T.INTLIT)
         if isinstance(t, T.UnionT) and name == "isValid":
-            _need_args(self, n, 0, "isValid()")
+            need_args(self, n, 0, "isValid()")
             slots = t.validity_slots(obj.slot)
             return Val("rv", T.BOOL, "(" + " or ".join(f"S[{s}] == 1" for s in slots) + ")" if slots else "False")
         if isinstance(t, T.StackT) and name in ("push_front", "pop_front"):
-            _need_args(self, n, 1, name)
+            need_args(self, n, 1, name)
             count = self.const_int_val(n.args[0], ctx)
             self.stack_shift(obj, count if name == "push_front" else -count, ctx)
             return None
@@ -133,7 +94,7 @@ def call_method(self, m, n, ctx):
     if sym.kind == "table":
         if name != "apply":
             self.err(f"tables have only the method apply(), not '{name}'", n.loc)
-        _need_args(self, n, 0, "apply()")
+        need_args(self, n, 0, "apply()")
         if ctx.where == "action":
             self.err("tables cannot be applied inside actions", n.loc)
         self.out.applied_tables.add(sym.info.name)
@@ -191,7 +152,7 @@ def call_packet(self, kind, name, n, ctx):
             if len(n.args) not in (1, 2):
                 self.err("extract takes a header (and for a header with a varbit field, its length in bits)",
                          n.loc)
-            length = _value(self, n.args[1], ctx, T.BitT(32)) if len(n.args) == 2 else None
+            length = arg_value(self, n.args[1], ctx, T.BitT(32)) if len(n.args) == 2 else None
             if n.args[0].kind == "dontcare":        # extract<H>(_): parse and drop the header
                 if len(n.targs) != 1:
                     self.err("extract(_) needs the header type: extract<H>(_)", n.args[0].loc)
@@ -233,8 +194,8 @@ def call_packet(self, kind, name, n, ctx):
             em.line(f"S[{base}:{base + t.slots()}] = {self.unpack_tuple(t, tmp, isinstance(t, T.HeaderT))}")
             return agg(base, t)
         if name == "advance":
-            _need_args(self, n, 1, "advance")
-            v = _value(self, n.args[0], ctx, T.BitT(32))
+            need_args(self, n, 1, "advance")
+            v = arg_value(self, n.args[0], ctx, T.BitT(32))
             tmp = ctx.temp()
             em.line(f"{tmp} = o + ({v.code} >> 3)")
             em.line(f"if {tmp} > len(P): raise ParserError({self.errors.index('PacketTooShort')}, o)")
@@ -245,7 +206,7 @@ def call_packet(self, kind, name, n, ctx):
         self.err(f"packet_in has no method '{name}'", n.loc)
     if name != "emit":
         self.err(f"packet_out has no method '{name}'", n.loc)
-    _need_args(self, n, 1, "emit")
+    need_args(self, n, 1, "emit")
     self.emit_code(self.expr(n.args[0], ctx), ctx, n.args[0].loc)
     return None
 
@@ -391,7 +352,7 @@ def extract_code(self, target, ctx, loc, stack=False, length=None):
         codes = _struct_unpack(self, before, ctx, val)
     else:
         nbits, nbytes = ctx.temp(), ctx.temp()
-        em.line(f"{nbits} = {_uint(length)}")
+        em.line(f"{nbits} = {as_uint(length)}")
         em.line(f"if {nbits} & 7: raise ParserError({self.errors.index('ParserInvalidArgument')}, o)")
         em.line(f"{nbytes} = {nbits} >> 3")
         em.line(f"{end} = o + {fixed} + {nbytes}")
@@ -498,7 +459,7 @@ def flatten(self, v, loc):
     w = T.width_of(v.type)
     if w is None:
         self.err(f"a value of type {v.type} has no bit width here (cast it to bit<W>)", loc)
-    return [(_uint(v), w, valid)]
+    return [(as_uint(v), w, valid)]
 
 
 def pack_code(self, fields, ctx):
@@ -569,420 +530,18 @@ def anonymous_field_list(self, slots):
     return key
 
 
-# ------------------------------------------------------------------------------ externs
-def call_extern_method(self, info, name, n, ctx):
-    em = ctx.em
-    kind = info.type_name
-    x = info.pyname
-    sm = self.out.sm
-    if ctx.where == "parser":
-        self.err(f"{kind}.{name} cannot be used in a parser by BMv2 (and this engine)", n.loc)
-    if kind == "register" and name == "read":
-        _need_args(self, n, 2, "register.read")
-        target = self.out_target(n.args[0], ctx, "register.read's result")
-        idx = _value(self, n.args[1], ctx)
-        cur = self.scalar(target, n.loc)
-        self.store(target, f"{x}.packet_read({_uint(idx)}, {_uint(cur)})", ctx, n.loc)
-        return None
-    if kind == "register" and name == "write":
-        _need_args(self, n, 2, "register.write")
-        idx = _value(self, n.args[0], ctx)
-        val = _value(self, n.args[1], ctx, T.BitT(info.width))
-        em.line(f"{x}.packet_write({_uint(idx)}, {_uint(val)})")
-        return None
-    if kind == "counter" and name == "count":
-        _need_args(self, n, 1, "counter.count")
-        idx = _value(self, n.args[0], ctx)
-        em.line(f"{x}.count({_uint(idx)}, S[{sm['packet_length']}])")
-        return None
-    if kind == "meter" and name == "execute_meter":
-        _need_args(self, n, 2, "meter.execute_meter")
-        idx = _value(self, n.args[0], ctx)
-        target = self.out_target(n.args[1], ctx, "execute_meter's result")
-        tmp = ctx.temp()
-        em.line(f"{tmp} = {x}.execute({_uint(idx)}, S[{H_NOW}], S[{sm['packet_length']}])")
-        em.line(f"if {tmp} is not None:")
-        em.indent()
-        self.store(target, tmp, ctx, n.loc)
-        em.dedent()
-        return None
-    if kind == "direct_counter" and name == "count":
-        _need_args(self, n, 0, "direct_counter.count")
-        return None          # BMv2 counts when the table hits
-    if kind == "direct_meter" and name == "read":
-        _need_args(self, n, 1, "direct_meter.read")
-        target = self.out_target(n.args[0], ctx, "direct_meter.read's result")
-        cur = self.scalar(target, n.loc)
-        self.store(target, f"{x}.read({_uint(cur)})", ctx, n.loc)
-        return None
-    self.err(f"{kind} has no method '{name}' in this engine", n.loc)
-
-
-def _enum_member(self, node, ctx, enum, what):
-    v = self.expr(node, ctx)
-    if not (isinstance(v.type, T.EnumT) and v.type.name == enum and v.info):
-        self.err(f"{what} must be a {enum} member like {enum}.{'crc16' if enum == 'HashAlgorithm' else 'I2E'}",
-                 node.loc)
-    return v.info
-
-
-def _hash_fn(self, algo, loc):
-    from . import hashes
-    try:
-        hashes.algorithm(algo)
-    except hashes.HashError as e:
-        self.err(f"hash algorithm {algo}: {e}", loc)
-    name = f"HA_{algo}"
-    if name not in self.ns:
-        self.ns[name] = ("hash", algo)       # bound to hashes.algorithm(algo) per pipeline
-    return name
-
-
-def _sm_arg(self, node, ctx, what):
-    """A standard_metadata_t argument: {field: slot} of that struct (the pipeline's or a copy)."""
-    v = self.expr(node, ctx)
-    smt = self.types.get("standard_metadata_t")
-    if v.kind != "agg" or v.type != smt:
-        self.err(f"{what} takes standard_metadata", node.loc)
-    return {f: slot_add(v.slot, off) for f, off in smt.offsets().items()}
-
-
-def call_extern_func(self, fname, n, ctx):
-    em = ctx.em
-    sm = self.out.sm
-    role = ctx.block_role
-    if fname == "static_assert":
-        c = self.expr(n.args[0], ctx) if n.args else None
-        if c is None or not c.is_const:
-            self.err("static_assert needs a compile-time condition", n.loc)
-        if not c.const:
-            msg = self.expr(n.args[1], ctx).const if len(n.args) > 1 else "static_assert failed"
-            self.err(str(msg), n.loc)
-        return lit(True, T.BOOL)
-    if fname == "verify":
-        if ctx.where != "parser":
-            self.err("verify can only be used in a parser", n.loc)
-        _need_args(self, n, 2, "verify")
-        c = self.cond_expr(n.args[0], ctx)
-        e = self.expr(n.args[1], ctx)
-        if not isinstance(e.type, T.ErrorT):
-            self.err("verify's second argument must be an error (error.X)", n.args[1].loc)
-        em.line(f"if not {c}: raise ParserError({e.code}, o)")
-        return None
-    if ctx.where == "parser" and fname not in ("log_msg", "assert", "assume"):
-        self.err(f"{fname} cannot be called in a parser (BMv2 allows only extract, lookahead, "
-                 f"advance, verify, log_msg and assignments there)", n.loc)
-    if fname == "mark_to_drop":
-        target = sm
-        if len(n.args) == 1:
-            target = _sm_arg(self, n.args[0], ctx, "mark_to_drop")
-        elif n.args:
-            self.err("mark_to_drop takes standard_metadata", n.loc)
-        em.line(f"S[{target['egress_spec']}] = 511")
-        em.line(f"S[{target['mcast_grp']}] = 0")
-        return None
-    if fname == "hash":
-        _need_args(self, n, 5, "hash")
-        target = self.out_target(n.args[0], ctx, "hash's result")
-        algo = _enum_member(self, n.args[1], ctx, "HashAlgorithm", "hash's algorithm")
-        fn = _hash_fn(self, algo, n.args[1].loc)
-        base = _value(self, n.args[2], ctx)
-        data = self.expr(n.args[3], ctx)
-        mx = _value(self, n.args[4], ctx)
-        packed = self.pack_code(self.flatten(data, n.args[3].loc), ctx)
-        tw = T.width_of(target.type)
-        if mx.is_const:
-            m = int(mx.const) or 1
-            code = f"({_uint(base)} + {fn}({packed}) % {m}) & {(1 << tw) - 1}"
-        else:
-            code = f"({_uint(base)} + {fn}({packed}) % ({_uint(mx)} or 1)) & {(1 << tw) - 1}"
-        self.store(target, code, ctx, n.loc)
-        return None
-    if fname == "random":
-        _need_args(self, n, 3, "random")
-        target = self.out_target(n.args[0], ctx, "random's result")
-        lo = _value(self, n.args[1], ctx, target.type)
-        hi = _value(self, n.args[2], ctx, target.type)
-        a, b = ctx.temp(), ctx.temp()
-        em.line(f"{a} = {_uint(lo)}; {b} = {_uint(hi)}")
-        em.line(f"if {a} <= {b}:")
-        em.indent()
-        self.store(target, f"RANDINT({a}, {b})", ctx, n.loc)
-        em.dedent()
-        return None
-    if fname == "digest":
-        _need_args(self, n, 2, "digest")
-        if role not in ("ingress", None):
-            self.err("digest can only be called in the ingress control (BMv2 learns at the end of ingress)",
-                     n.loc)
-        data = self.expr(n.args[1], ctx)
-        declared = self.resolve_type(n.targs[0]) if n.targs else None
-        info = self.digest_info(data, n, declared)
-        fields = self.flatten(data, n.args[1].loc)
-        vals = ", ".join(code for code, _, _ in fields)
-        em.line(f"S[{H_DIGEST}] = ({info.name!r}, ({vals},))")
-        return None
-    if fname in ("clone", "clone3", "clone_preserving_field_list"):
-        if role not in ("ingress", "egress", None):
-            self.err(f"{fname} can only be called in ingress or egress", n.loc)
-        want = {"clone": 2, "clone3": 3, "clone_preserving_field_list": 3}[fname]
-        _need_args(self, n, want, fname)
-        kind = _enum_member(self, n.args[0], ctx, "CloneType", f"{fname}'s type")
-        if role is not None and (kind == "I2E") != (role == "ingress"):
-            self.err(f"clone type {kind} cannot be used in the {role} control "
-                     f"(I2E belongs in ingress, E2E in egress)", n.args[0].loc)
-        session = _value(self, n.args[1], ctx, T.BitT(32))
-        fl = "None"
-        if fname == "clone3":
-            fl = repr(self.anonymous_field_list(self.field_list_slots(self.expr(n.args[2], ctx), n.args[2].loc)))
-        elif fname == "clone_preserving_field_list":
-            fl = repr(self.const_int_val(n.args[2], ctx))
-        em.line(f"S[{H_CLONE}] = {_uint(session)}")
-        em.line(f"S[{H_CLONE_FL}] = {fl}")
-        return None
-    if fname in ("resubmit", "resubmit_preserving_field_list", "recirculate",
-                 "recirculate_preserving_field_list"):
-        resub = fname.startswith("resubmit")
-        if role is not None and role != ("ingress" if resub else "egress"):
-            self.err(f"{fname} can only be called in the {'ingress' if resub else 'egress'} control", n.loc)
-        _need_args(self, n, 1, fname)
-        if fname.endswith("field_list"):
-            fl = self.const_int_val(n.args[0], ctx)
-        else:
-            fl = self.anonymous_field_list(self.field_list_slots(self.expr(n.args[0], ctx), n.args[0].loc))
-        em.line(f"S[{H_RESUB if resub else H_RECIRC}] = {fl!r}")
-        return None
-    if fname == "truncate":
-        _need_args(self, n, 1, "truncate")
-        v = _value(self, n.args[0], ctx, T.BitT(32))
-        tmp = ctx.temp()
-        em.line(f"{tmp} = {_uint(v)}")
-        em.line(f"if S[{H_TRUNC}] is None or {tmp} < S[{H_TRUNC}]: S[{H_TRUNC}] = {tmp}")
-        return None
-    if fname in CHECKSUM_FUNCS:
-        if fname.startswith("verify") and role not in ("verify", None):
-            self.err(f"{fname} belongs in the verifyChecksum control", n.loc)
-        if fname.startswith("update") and role not in ("compute", None):
-            self.err(f"{fname} belongs in the computeChecksum control", n.loc)
-        _need_args(self, n, 4, fname)
-        cond = self.cond_expr(n.args[0], ctx)
-        data = self.expr(n.args[1], ctx)
-        algo = _enum_member(self, n.args[3], ctx, "HashAlgorithm", f"{fname}'s algorithm")
-        fn = _hash_fn(self, algo, n.args[3].loc)
-        csum = self.expr(n.args[2], ctx)
-        if fname.startswith("update"):
-            csum = self.out_target(n.args[2], ctx, "the checksum field")
-        csum_s = self.scalar(csum, n.args[2].loc)
-        w = T.width_of(csum_s.type)
-        if w is None:
-            self.err("the checksum must be a bit<W> field", n.args[2].loc)
-        em.line(f"if {cond}:")
-        em.indent()
-        packed = self.pack_code(self.flatten(data, n.args[1].loc), ctx)
-        if fname.endswith("with_payload"):
-            packed = f"{packed} + S[{H_PKT}][S[{H_POFF}]:]"
-        value = f"{fn}({packed}) & {(1 << w) - 1}"
-        if fname.startswith("verify"):
-            em.line(f"if {value} != {_uint(csum_s)}: S[{sm['checksum_error']}] = 1")
-        else:
-            self.store(csum, value, ctx, n.loc)
-        em.dedent()
-        return None
-    if fname == "log_msg":
-        if not n.args or n.args[0].kind != "string":
-            self.err("log_msg needs a string literal first", n.loc)
-        fmt = n.args[0].value
-        vals = []
-        if len(n.args) > 1:
-            data = self.expr(n.args[1], ctx)
-            vals = [code for code, _, _ in self.flatten(data, n.args[1].loc)]
-        em.line(f"if LOG is not None: LOG(logfmt({fmt!r}, ({', '.join(vals)}{',' if vals else ''})))")
-        return None
-    if fname in ("assert", "assume"):
-        _need_args(self, n, 1, fname)
-        c = self.cond_expr(n.args[0], ctx)
-        where = f"{n.loc.file}:{n.loc.line}"
-        em.line(f"if not {c}: raise P4RuntimeFault({f'{fname} failed at {where}'!r})")
-        return None
-    self.err(f"extern function '{fname}' is not supported by this engine", n.loc)
-
-
-def digest_info(self, data, n, declared=None):
-    """The digest a digest() call sends: named after its struct type, as p4c names it in P4Info
-    (the type argument of digest<T> names it when the data is a list)."""
-    if isinstance(declared, T.StructT) and data.kind == "list":
-        if len(data.items) != len(declared.fields):
-            self.err(f"digest<{declared.name}>: {len(declared.fields)} fields expected, "
-                     f"the list has {len(data.items)}", n.args[1].loc)
-        data = agg(0, declared)
-    if data.kind == "agg" and isinstance(data.type, T.StructT):
-        t = data.type
-        name = anno_string(getattr(t, "annos", None), "name") or t.name
-        fields = []
-        for fname, ft in t.fields:
-            if ft.aggregate:
-                self.err(f"digest struct {t.name}: field '{fname}' must be a bit<W> value", n.loc)
-            fields.append((fname, T.width_of(ft)))
-    elif data.kind == "list":
-        name = f"digest_{self.digest_counter}"       # p4c counts anonymous digests from 0
-        self.digest_counter += 1
-        fields = [(f"field_{i}", w) for i, (_, w, _) in enumerate(self.flatten(data, n.loc))]
-        if any(w is None for _, w in fields):
-            self.err("a varbit field cannot be sent in a digest", n.loc)
-        t = None
-    else:
-        self.err("digest data must be a struct (or a list of fields)", n.args[1].loc)
-    old = self.out.digests.get(name)
-    if old is not None and old.fields != fields:
-        self.err(f"two digests are named '{name}' with different fields", n.loc)
-    info = old or DigestInfo(name, t, fields)
-    self.out.digests[name] = info
-    return info
-
-
-# ------------------------------------------------------------------------------ actions, functions
-def _bind_args(self, params, n, ctx, what):
-    """Copy-in code for (name, direction, type, storage Val) params; returns (by-name values, copy-outs)."""
-    names = [p[0] for p in params]
-    given = _positional(self, n, names)
-    values, copy_out = {}, []
-    for pname, direction, pt, store in params:
-        node = given.get(pname)
-        if node is None:
-            self.err(f"{what}: argument '{pname}' is missing", n.loc)
-        if direction == "packet":
-            continue
-        if node.kind == "dontcare":
-            if direction != "out":
-                self.err(f"{what}: '_' can only be passed for an out parameter", node.loc)
-            continue
-        if direction in ("out", "inout"):
-            target = self.expr(node, ctx)
-            if target.kind not in ("lv", "slice_lv", "agg"):
-                self.err(f"{what}: argument for {direction} parameter '{pname}' must be writable", node.loc)
-            if direction == "inout":
-                self.assign(store, target, ctx, node.loc)
-            copy_out.append((target, store, node.loc))
-        elif store is None:
-            v = _value(self, node, ctx, pt)
-            values[pname] = self.convert(v, pt, node.loc) if v.type != pt else v
-        else:
-            self.assign(store, self.expr(node, ctx, pt), ctx, node.loc)
-    return values, copy_out
-
-
-def _call_with_copy_out(self, line, copy_out, ctx):
-    """Emit the call `line`; out/inout arguments are copied back even when it exits (spec 6.8)."""
-    em = ctx.em
-    if not copy_out:
-        em.line(line)
-        return
-    em.line("try:")
-    em.indent()
-    em.line(line)
-    em.dedent()
-    em.line("finally:")
-    em.indent()
-    for target, store, loc in copy_out:
-        self.assign(target, store, ctx, loc)
-    em.dedent()
-
-
-def call_action(self, ai, n, ctx):
-    if ctx.where == "parser":
-        self.err("actions cannot be called in a parser", n.loc)
-    if ctx.where != "action":
-        self.out.called_actions.add(ai.name)
-    params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in ai.params]
-    values, copy_out = _bind_args(self, params, n, ctx, f"action {ai.name}")
-    args = ", ".join(f"{k!r}: {v.code}" for k, v in values.items())
-    _call_with_copy_out(self, f"{ai.fn}(S, {{{args}}})", copy_out, ctx)
-    return None
-
-
-def bound_action(self, ai, ref, ctx):
-    """`actions = { a(hdr.x); }`: a wrapper the table runs, binding a's directional parameters."""
-    from .codegen import Emitter
-    from .compiler import Ctx
-    bound = ai.params[:len(ref.args)]
-    if any(d is None for _, d, _ in bound):
-        self.err(f"action {ai.name}: only parameters with a direction can be bound in an actions list",
-                 ref.loc)
-    em = Emitter()
-    fn = self.namer.fresh("w_", ai.name)
-    em.line(f"def {fn}(S, A):")
-    em.indent()
-    sub = Ctx(ctx.scope, em, "control", ctx.prefix, block_role=ctx.block_role)
-    call_node = Node("call", ref.loc, func=None, args=ref.args, targs=[])
-    params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in bound]
-    _, copy_out = _bind_args(self, params, call_node, sub, f"action {ai.name}")
-    _call_with_copy_out(self, f"{ai.fn}(S, A)", copy_out, sub)
-    self.em.lines.extend(em.lines)
-    return fn
-
-
-def call_function(self, info, n, ctx):
-    decl, scope, prefix = info
-    fn = self.compile_function(decl, scope, prefix)
-    values, copy_out = _bind_args(self, fn.params, n, ctx, f"function {decl.name}")
-    call_code = f"{fn.pyname}(S)"
-    if isinstance(fn.ret, T.VoidT):
-        _call_with_copy_out(self, call_code, copy_out, ctx)
-        return None
-    if fn.ret.aggregate:        # the result is copied out of the function's return storage
-        _call_with_copy_out(self, call_code, copy_out, ctx)
-        size = fn.ret.slots()
-        base = self.alloc(fn.ret, f"{decl.name}()")
-        ctx.em.line(f"S[{base}:{base + size}] = S[{fn.ret_store.slot}:{fn.ret_store.slot + size}]")
-        return agg(base, fn.ret)
-    tmp = ctx.temp()
-    _call_with_copy_out(self, f"{tmp} = {call_code}", copy_out, ctx)
-    return Val("rv", fn.ret, tmp)
-
-
-class FunctionInfo:
-    def __init__(self, pyname, params, ret, ret_store=None):
-        self.pyname, self.params, self.ret, self.ret_store = pyname, params, ret, ret_store
-
-
-def compile_function(self, decl, scope, prefix):
-    """A P4 function becomes one Python function over S; its parameters get slots (copy-in/out)."""
-    cache = self.__dict__.setdefault("_functions", {})
-    if id(decl) in cache:
-        return cache[id(decl)]
-    from .codegen import Emitter
-    from .compiler import Ctx, Scope
-    proto = decl.proto
-    if proto.tparams:
-        self.err(f"generic function {decl.name} is not supported", decl.loc)
-    ret = self.resolve_type(proto.ret)
-    fscope = Scope(scope)
-    params = []
-    for p in proto.params:
-        pt = self.resolve_type(p.type)
-        base = self.alloc(pt, f"{decl.name}.{p.name}")
-        store = agg(base, pt) if pt.aggregate else lv(base, pt)
-        fscope.declare(p.name, Sym("var", store))
-        params.append((p.name, p.direction or "in", pt, store))
-    ret_store = agg(self.alloc(ret, f"{decl.name}.return"), ret) if ret.aggregate else None
-    info = FunctionInfo(self.namer.fresh("f_", decl.name), params, ret, ret_store)
-    cache[id(decl)] = info
-    em = Emitter()
-    em.line(f"def {info.pyname}(S):")
-    em.indent()
-    fctx = Ctx(fscope, em, "control", prefix)
-    fctx.returns = None if isinstance(ret, T.VoidT) else ret
-    fctx.ret_store = ret_store
-    mark = em.mark()
-    self.stmts(decl.body.stmts, fctx)
-    em.ensure_body(mark)
-    self.em.lines.extend(em.lines)
-    return info
-
-
-def call_control(self, inst, n, ctx):
-    fn, params, name, kind = inst
-    plist = [(p.name, "packet" if v is None else (p.direction or "in"), pt, v) for p, pt, v in params]
-    _, copy_out = _bind_args(self, plist, n, ctx, f"{name}.apply")
-    _call_with_copy_out(self, f"o = {fn}(S, P, o)" if kind == "parser" else f"{fn}(S)", copy_out, ctx)
-    return None
+class CallsMixin:
+    """Binds this module's calls as Compiler methods."""
+    call = call
+    call_method = call_method
+    stack_shift = stack_shift
+    call_packet = call_packet
+    unpack_tuple = unpack_tuple
+    extract_code = extract_code
+    emit_code = emit_code
+    out_target = out_target
+    store = store
+    flatten = flatten
+    pack_code = pack_code
+    field_list_slots = field_list_slots
+    anonymous_field_list = anonymous_field_list

@@ -80,7 +80,7 @@ def _guarded(handler):
 
 
 def describe_bug(exc):
-    """'TypeError: msg (at compiler.py:123 in x_call)' from the innermost frame."""
+    """'TypeError: msg (at compile_expressions.py:123 in x_call)' from the innermost frame."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next

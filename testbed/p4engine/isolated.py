@@ -6,7 +6,7 @@
 Why: parsing and checking a program like p4/fabric.p4 grows the process by ~18 MB that the
 allocator never returns (the lark tables and the AST are freed, but their arenas stay
 fragmented). A child `python -m testbed.p4engine.isolated` does that work and exits; it sends
-back the pickled compiler.Compiled (generated source, slot layout, table/action/extern
+back the pickled program_info.Compiled (generated source, slot layout, table/action/extern
 metadata) with the syntax-tree links the runtime never reads cut off, so the host only builds
 the Program from it. A child, not a fork: the switch runs gRPC threads.
 

@@ -1,6 +1,6 @@
 """P4Info for a compiled program: what P4Runtime clients see of it, as p4c-bm2-ss would write it.
 
-`build_p4info(compiled)` reads the compiler's metadata (testbed/p4engine/compiler.py:
+`build_p4info(compiled)` reads the compiler's metadata (testbed/p4engine/program_info.py:
 `Compiled.tables/actions/externs/digests/controller_headers`) and returns a
 `p4.config.v1.p4info_pb2.P4Info`. Ids follow the P4Runtime spec and p4c:
 

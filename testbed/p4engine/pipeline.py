@@ -1,7 +1,7 @@
 """A compiled program (Program) and its running instances (Pipeline): v1model as BMv2's
 simple_switch runs it.
 
-Per packet, the state is one flat list `S` (compiler.py's slot layout) copied from a template.
+Per packet, the state is one flat list `S` (the compiler's slot layout, compile_values.py) copied from a template.
 Ingress: parser (an error is recorded in standard_metadata.parser_error and the packet goes
 on), verifyChecksum, ingress, then the PRE in simple_switch's order -- I2E clone (the original
 packet parsed again, metadata reset, the field list copied, instance_type 1), digest, resubmit
@@ -16,7 +16,7 @@ import random
 import struct
 
 from . import codegen, hashes
-from .compiler import (H_CLONE, H_CLONE_FL, H_DIGEST, H_NOW, H_OUT, H_PKT, H_POFF, H_RECIRC, H_RESUB,
+from .compile_values import (H_CLONE, H_CLONE_FL, H_DIGEST, H_NOW, H_OUT, H_PKT, H_POFF, H_RECIRC, H_RESUB,
                        H_TRUNC, NUM_HIDDEN)
 from .errors import P4RuntimeFault
 

@@ -1,0 +1,558 @@
+"""Declarations: types, constants, headers and structs, the V1Switch package and its blocks,
+local declarations, extern instances, sub-block instances and actions (a Compiler mixin)."""
+from . import p4types as T
+from .codegen import Emitter
+from .compile_values import agg, Ctx, lit, lv, Scope, Sym, Val, wrap
+from .program_info import ActionInfo, anno, anno_string, ExternInfo
+from .resource_limits import MAX_BIT_WIDTH, MAX_EXTERN_SIZE, MAX_STACK_SIZE
+from .syntax import Node
+
+
+class DeclarationsMixin:
+    """Compiler methods; the Compiler (compiler.py) provides the state they use."""
+
+    # ------------------------------------------------------------------------- slots
+    def alloc(self, typ, name, init=None):
+        """Allocate storage for a value of `typ`; returns the base slot."""
+        base = len(self.slots)
+        n = typ.slots()
+        self.slots.extend([0] * n)
+        self.slot_names.extend([name] * n)
+        self._init_slots(typ, base)
+        return base
+
+    def _init_slots(self, typ, base):
+        if isinstance(typ, T.BoolT):
+            self.slots[base] = False
+        elif isinstance(typ, T.StructT):
+            for n, ft in typ.fields:
+                self._init_slots(ft, base + typ.offsets()[n])
+        elif isinstance(typ, T.HeaderT):
+            self.slots[base] = 0
+            for n, ft in typ.fields:
+                if isinstance(ft, T.BoolT):
+                    self.slots[base + typ.offsets()[n]] = False
+                elif isinstance(ft, T.VarbitT):
+                    self.slots[base + typ.offsets()[n]] = (0, 0)
+        elif isinstance(typ, T.StackT):
+            esz = typ.elem.slots()
+            for i in range(typ.size):
+                self._init_slots(typ.elem, base + 1 + i * esz)
+
+    # ------------------------------------------------------------------------- types
+    def resolve_type(self, node, tvars=None):
+        k = node.kind
+        if k == "t_bool":
+            return T.BOOL
+        if k in ("t_bit", "t_int"):
+            w = self.const_int(node.width, "width")
+            if not 0 < w <= MAX_BIT_WIDTH:
+                self.err(f"bit width must be from 1 to {MAX_BIT_WIDTH}, got {w}", node.loc)
+            return T.BitT(w, k == "t_int")
+        if k == "t_infint":
+            return T.INTLIT
+        if k == "t_void":
+            return T.VOID
+        if k == "t_error":
+            return T.ERROR
+        if k == "t_string":
+            return T.STRING
+        if k == "t_varbit":
+            w = self.const_int(node.width, "varbit width")
+            if w <= 0 or w % 8 or w > MAX_BIT_WIDTH:
+                self.err(f"varbit<{w}>: this engine (as BMv2) needs a positive multiple of 8 bits", node.loc)
+            return T.VarbitT(w)
+        if k == "t_tuple":
+            return T.ListT([self.resolve_type(t, tvars) for t in node.types])
+        if k == "t_named":
+            if tvars and node.name in tvars:
+                return tvars[node.name]
+            t = self.types.get(node.name)
+            if t is None:
+                self.err(f"unknown type '{node.name}'", node.loc)
+            return t
+        if k == "t_spec":
+            base = self.types.get(node.name)
+            if base is None:
+                self.err(f"unknown type '{node.name}'", node.loc)
+            if isinstance(base, T.ExternT):
+                return T.ExternT(base.name, base.decl, [self.resolve_type(a, tvars) for a in node.args])
+            return base
+        if k == "t_stack":
+            elem = self.resolve_type(node.elem, tvars)
+            size = self.const_int(node.size, "header stack size")
+            if not 0 < size <= MAX_STACK_SIZE:
+                self.err(f"header stack size must be from 1 to {MAX_STACK_SIZE}, got {size}", node.loc)
+            if not isinstance(elem, (T.HeaderT, T.UnionT)):
+                self.err(f"header stacks must hold headers or header unions, not {elem}", node.loc)
+            return T.StackT(elem, size)
+        self.err(f"unsupported type syntax '{k}'", node.loc)
+
+    def const_int(self, node, what):
+        v = self.const_eval(node)
+        if not isinstance(v, int) or isinstance(v, bool):
+            self.err(f"{what} must be a compile-time integer", node.loc)
+        return v
+
+    def const_eval(self, node, scope=None):
+        ctx = Ctx(scope or self.globals, Emitter(), "const", "")
+        v = self.expr(node, ctx)
+        if not v.is_const:
+            self.err("expected a compile-time constant", node.loc)
+        return v.const
+
+    def declare_global(self, d):
+        k = d.kind
+        if k == "typedef":
+            self.types[d.name] = self.resolve_type(d.type)
+        elif k in ("header", "struct", "header_union"):
+            fields, annos, views = [], {}, {}
+            seen = set()
+            for f in d.fields:
+                if f.name in seen:
+                    self.err(f"duplicate field '{f.name}' in {k} {d.name}", f.loc)
+                seen.add(f.name)
+                ft = self.resolve_type(f.type)
+                if k == "header_union" and not isinstance(ft, T.HeaderT):
+                    self.err(f"header_union member '{f.name}' must be a header, not {ft}", f.loc)
+                if k == "header" and isinstance(ft, T.VarbitT):
+                    if any(isinstance(t, T.VarbitT) for _, t in fields):
+                        self.err(f"header {d.name} has more than one varbit field", f.loc)
+                elif k == "header" and isinstance(ft, T.StructT):
+                    # a struct of bit fields inside a header: stored as its leaves, in order, so
+                    # the struct's own layout (consecutive scalar slots) is a view on them
+                    leaves = self.header_struct_leaves(ft, f.name, f.loc)
+                    views[f.name] = (ft, leaves[0][0])
+                    fields.extend(leaves)
+                    annos.update((n, f.annos) for n, _ in leaves)
+                    continue
+                elif k == "header":
+                    if not isinstance(ft, (T.BitT, T.BoolT)) and not (isinstance(ft, T.EnumT) and ft.base):
+                        self.err(f"header field '{f.name}' must be bit<W> or int<W>, not {ft}", f.loc)
+                    if isinstance(ft, T.EnumT):
+                        ft = ft.base
+                fields.append((f.name, ft))
+                annos[f.name] = f.annos
+            cls = {"header": T.HeaderT, "struct": T.StructT, "header_union": T.UnionT}[k]
+            t = cls(d.name, fields, annos)
+            t.annos = d.annos
+            t.struct_views = views
+            if k == "header" and t.bit_width % 8:
+                self.err(f"header {d.name} is {t.bit_width} bits long; BMv2 needs a multiple of 8", d.loc)
+            self.types[d.name] = t
+            controller = anno_string(d.annos, "controller_header")
+            if k == "header" and controller is not None:
+                self.out.controller_headers.append((controller, t, d.annos))
+        elif k == "enum":
+            self.types[d.name] = T.EnumT(d.name, d.members)
+        elif k == "ser_enum":
+            base = self.resolve_type(d.type)
+            if not isinstance(base, T.BitT):
+                self.err("serializable enums need a bit<W> or int<W> underlying type", d.loc)
+            values = {}
+            for name, e in d.members:
+                values[name] = self.const_int(e, "enum value") & base.mask
+            self.types[d.name] = T.EnumT(d.name, [n for n, _ in d.members], base, values)
+        elif k == "error_decl":
+            for m in d.members:
+                if m not in self.errors:
+                    self.errors.append(m)
+        elif k == "match_kind_decl":
+            self.match_kinds.update(d.members)
+        elif k == "const":
+            t = self.resolve_type(d.type)
+            v = self.const_eval(d.value)
+            self.globals.declare(d.name, Sym("const", self.coerce_const(v, t, d.value.loc)))
+        elif k == "extern_obj":
+            self.types[d.name] = T.ExternT(d.name, d)
+            self.extern_decls[d.name] = d
+        elif k == "extern_func":
+            self.extern_funcs.setdefault(d.name, []).append(d)
+            self.globals.declare(d.name, Sym("extern_func", info=d.name))
+        elif k == "action":
+            info = self.compile_action(d, self.globals, "")
+            self.global_actions[d.name] = info
+            self.globals.declare(d.name, Sym("action", info=info))
+        elif k == "function":
+            self.functions[d.name] = d
+            self.globals.declare(d.name, Sym("function", info=(d, self.globals, "")))
+        elif k in ("parser", "control"):
+            self.blocks[d.name] = d
+            self.types[d.name] = T.BlockT(k, d.name, d)
+        elif k in ("parser_type", "control_type", "package_decl"):
+            self.types[d.name] = T.BlockT(k, d.name, d)
+        elif k == "instance":
+            self.declare_global_instance(d)
+        else:
+            self.err(f"unsupported declaration '{k}'", d.loc)
+
+    def header_struct_leaves(self, st, name, loc):
+        """[(dotted name, scalar type)] of a struct used as a header field (nested structs too)."""
+        out = []
+        for fname, ft in st.fields:
+            if isinstance(ft, T.StructT):
+                out.extend(self.header_struct_leaves(ft, f"{name}.{fname}", loc))
+            elif isinstance(ft, (T.BitT, T.BoolT)) or (isinstance(ft, T.EnumT) and ft.base):
+                out.append((f"{name}.{fname}", ft.base if isinstance(ft, T.EnumT) else ft))
+            else:
+                self.err(f"header field '{name}': struct {st.name} field '{fname}' must be bit<W>, "
+                         f"int<W> or bool, not {ft}", loc)
+        if not out:
+            self.err(f"header field '{name}': struct {st.name} has no fields", loc)
+        return out
+
+    def coerce_const(self, v, t, loc):
+        if isinstance(t, T.BitT):
+            if isinstance(v, bool):
+                self.err(f"cannot use a bool as {t}", loc)
+            return lit(wrap(v, t), t)
+        if isinstance(t, T.BoolT):
+            if not isinstance(v, bool):
+                self.err("expected a bool constant", loc)
+            return lit(v, t)
+        return lit(v, t)
+
+    def package_args_in_order(self, bt, d):
+        """The instantiation's arguments in the package's parameter order (named ones placed)."""
+        if not any(a.kind == "named_arg" for a in d.args):
+            return d.args
+        names = [p.name for p in bt.decl.params]
+        placed = {}
+        for a in d.args:
+            if a.kind != "named_arg":
+                self.err("mix of named and positional package arguments", a.loc)
+            if a.name not in names or a.name in placed:
+                self.err(f"{bt.name} has no parameter '{a.name}' (or it is given twice); "
+                         f"parameters: {', '.join(names)}", a.loc)
+            placed[a.name] = a.value
+        missing = [n for n in names if n not in placed]
+        if missing:
+            self.err(f"{bt.name}: argument(s) {', '.join(missing)} missing", d.loc)
+        return [placed[n] for n in names]
+
+    def declare_global_instance(self, d):
+        t = d.type
+        tname = t.name if t.kind in ("t_named", "t_spec") else None
+        bt = self.types.get(tname)
+        if isinstance(bt, T.BlockT) and bt.kind == "package_decl":
+            args = []
+            for a in self.package_args_in_order(bt, d):
+                if a.kind == "ctor":
+                    args.append(a)
+                elif a.kind == "name":
+                    s = self.globals.lookup(a.name)
+                    if s is None or s.kind != "block_inst":
+                        self.err(f"'{a.name}' is not a parser or control instance", a.loc)
+                    args.append(s.info)
+                else:
+                    self.err("package arguments must be parser/control instantiations like MyIngress()", a.loc)
+            if bt.name != "V1Switch":
+                self.err(f"only the V1Switch package (v1model) is supported, not {bt.name}", d.loc)
+            self.globals.declare(d.name, Sym("package_inst", info=(d, args)))
+            return
+        if isinstance(bt, T.BlockT) and bt.kind in ("parser", "control"):
+            self.globals.declare(d.name, Sym("block_inst",
+                                             info=Node("ctor", d.loc, type=d.type, args=d.args, inst_name=d.name)))
+            return
+        info = self.make_extern_instance(d, self.globals, "")
+        self.globals.declare(d.name, Sym("extern", info=info))
+
+    # ------------------------------------------------------------------------- pipeline
+    def build_pipeline(self, main):
+        d, args = main
+        if len(args) != 6:
+            self.err(f"V1Switch takes 6 blocks (parser, verifyChecksum, ingress, egress, computeChecksum, "
+                     f"deparser); got {len(args)}", d.loc)
+        roles = ["parser", "verify", "ingress", "egress", "compute", "deparser"]
+        block_decls = []
+        for role, a in zip(roles, args):
+            tname = a.type.name
+            bd = self.blocks.get(tname)
+            if bd is None:
+                self.err(f"'{tname}' is not a parser or control declared in this program", a.loc)
+            want = "parser" if role == "parser" else "control"
+            if bd.kind != want:
+                self.err(f"V1Switch argument for the {role} must be a {want}", a.loc)
+            block_decls.append((role, bd, a))
+        # The shared regions: headers (parser's out param), metadata and standard_metadata
+        pdecl = block_decls[0][1]
+        if len(pdecl.params) != 4:
+            self.err("a v1model parser takes (packet_in, out H, inout M, inout standard_metadata_t)", pdecl.loc)
+        htype = self.resolve_type(pdecl.params[1].type)
+        mtype = self.resolve_type(pdecl.params[2].type)
+        smtype = self.types.get("standard_metadata_t")
+        if not isinstance(htype, T.StructT):
+            self.err(f"the headers parameter must be a struct, not {htype}", pdecl.params[1].loc)
+        if not isinstance(mtype, T.StructT):
+            self.err(f"the metadata parameter must be a struct, not {mtype}", pdecl.params[2].loc)
+        hbase = self.alloc(htype, "hdr")
+        mbase = self.alloc(mtype, "meta")
+        smbase = self.alloc(smtype, "standard_metadata")
+        self.out.hdr_region = (hbase, htype.slots())
+        self.out.meta_region = (mbase, mtype.slots())
+        self.out.sm_region = (smbase, smtype.slots())
+        self.out.sm = {n: smbase + off for n, off in smtype.offsets().items()}
+        self.htype, self.mtype = htype, mtype
+        self.field_lists_from_meta(mtype, mbase)
+        regions = {"H": agg(hbase, htype), "M": agg(mbase, mtype), "SM": agg(smbase, smtype)}
+        for role, bd, a in block_decls:
+            name = bd.name      # p4c qualifies with the instance's name; an @name on the type is ignored
+            fn = self.compile_block_instance(bd, name, role, regions, a)
+            self.out.entry_points[role] = fn
+
+    def field_lists_from_meta(self, mtype, base, prefix=""):
+        for n, ft in mtype.fields:
+            off = base + mtype.offsets()[n]
+            a = anno(mtype.field_annos.get(n), "field_list")
+            if a is not None:
+                for x in a.args:
+                    idx = self.const_int(x, "field_list index")
+                    self.out.field_lists.setdefault(idx, [])
+                    self.out.field_lists[idx].extend(self.scalar_slots(ft, off))
+            elif isinstance(ft, T.StructT):
+                self.field_lists_from_meta(ft, off)
+
+    def scalar_slots(self, t, base):
+        if isinstance(t, T.StructT):
+            res = []
+            for n, ft in t.fields:
+                res.extend(self.scalar_slots(ft, base + t.offsets()[n]))
+            return res
+        if isinstance(t, (T.HeaderT, T.StackT)):
+            return list(range(base, base + t.slots()))
+        return [base]
+
+    def bind_params(self, decl, scope, role, regions):
+        """Bind a top-level block's parameters to the shared regions."""
+        for p in decl.params:
+            pt = self.resolve_type(p.type)
+            if isinstance(pt, T.ExternT) and pt.name in ("packet_in", "packet_out"):
+                scope.declare(p.name, Sym("packet", info=pt.name))
+            elif pt == self.types.get("standard_metadata_t"):
+                scope.declare(p.name, Sym("var", regions["SM"]))
+            elif pt == self.htype:
+                scope.declare(p.name, Sym("var", regions["H"]))
+            elif pt == self.mtype:
+                scope.declare(p.name, Sym("var", regions["M"]))
+            else:
+                self.err(f"parameter '{p.name}' of type {pt} does not match the V1Switch signature "
+                         f"(headers {self.htype}, metadata {self.mtype})", p.loc)
+
+    def compile_block_instance(self, decl, inst_name, role, regions, ctor):
+        scope = Scope(self.globals)
+        self.bind_params(decl, scope, role, regions)
+        self.bind_ctor_args(decl, ctor.args, Ctx(self.globals, Emitter(), "control", ""), scope, ctor.loc)
+        if decl.kind == "parser":
+            return self.compile_parser(decl, inst_name, scope, role)
+        return self.compile_control(decl, inst_name, scope, role)
+
+    # ------------------------------------------------------------------------- locals
+    def declare_local(self, d, ctx, prefix):
+        k = d.kind
+        if k == "const":
+            t = self.resolve_type(d.type)
+            v = self.expr(d.value, ctx)
+            if not v.is_const:
+                self.err("const initializer must be a compile-time constant", d.value.loc)
+            ctx.scope.declare(d.name, Sym("const", self.coerce_const(v.const, t, d.value.loc)))
+        elif k == "var":
+            self.local_var(d, ctx)
+        elif k == "instance":
+            t = d.type
+            tname = t.name if t.kind in ("t_named", "t_spec") else None
+            bt = self.types.get(tname)
+            if isinstance(bt, T.BlockT) and bt.kind in ("control", "parser"):
+                self.declare_sub_block(d, bt.decl, ctx, prefix)
+            else:
+                info = self.make_extern_instance(d, ctx.scope, prefix)
+                ctx.scope.declare(d.name, Sym("extern", info=info))
+        elif k == "action":
+            info = self.compile_action(d, ctx.scope, prefix, ctx.block_role)
+            ctx.scope.declare(d.name, Sym("action", info=info))
+        elif k == "table":
+            info = self.compile_table(d, ctx, prefix)
+            ctx.scope.declare(d.name, Sym("table", info=info))
+        elif k == "function":
+            ctx.scope.declare(d.name, Sym("function", info=(d, ctx.scope, prefix)))
+        else:
+            self.err(f"unsupported local declaration '{k}'", d.loc)
+
+    def local_var(self, d, ctx):
+        t = self.resolve_type(d.type)
+        if isinstance(t, (T.ExternT, T.BlockT, T.VoidT)):
+            self.err(f"cannot declare a variable of type {t}", d.loc)
+        base = self.alloc(t, d.name)
+        v = agg(base, t) if t.aggregate else lv(base, t)
+        if d.init is not None:
+            self.assign(v, self.expr(d.init, ctx, t), ctx, d.init.loc)
+        elif isinstance(t, T.HeaderT):
+            ctx.em.line(f"S[{base}] = 0")
+        elif isinstance(t, T.StackT):
+            ctx.em.line(f"S[{base}] = 0")
+        ctx.scope.declare(d.name, Sym("var", v))
+        return v
+
+    def make_extern_instance(self, d, scope, prefix):
+        t = d.type
+        tname = t.name if t.kind in ("t_named", "t_spec") else None
+        et = self.types.get(tname)
+        if not isinstance(et, T.ExternT):
+            self.err(f"'{tname}' is not an extern type that can be instantiated", d.loc)
+        name = self.qualified(prefix, d.name, d.annos)
+        targs = [self.resolve_type(a) for a in t.args] if t.kind == "t_spec" else []
+        ctx = Ctx(scope, Emitter(), "const", prefix)
+        args = [self.expr(a, ctx) for a in d.args]
+        return self.build_extern(tname, name, targs, args, d.annos, d.loc)
+
+    def build_extern(self, tname, name, targs, args, annos, loc):
+        from . import externs, tables
+        info = ExternInfo(name, tname, args, annos, loc)
+
+        def const_arg(i, what):
+            if i >= len(args) or not args[i].is_const:
+                self.err(f"{tname} {name}: {what} must be a compile-time constant", loc)
+            value = args[i].const
+            if what == "size" and not (isinstance(value, int) and 0 <= value <= MAX_EXTERN_SIZE):
+                self.err(f"{tname} {name}: size must be from 0 to {MAX_EXTERN_SIZE}, got {value}", loc)
+            return value
+
+        if tname == "register":
+            if not targs or not isinstance(targs[0], T.BitT):
+                self.err(f"register {name}: element type must be bit<W> or int<W>", loc)
+            info.width = targs[0].width
+            info.size = const_arg(0, "size")
+            if len(targs) > 1 and isinstance(targs[1], T.BitT):
+                info.index_width = targs[1].width
+            info.obj = externs.Register(name, info.size, info.width, signed=targs[0].signed)
+        elif tname == "counter":
+            info.size = const_arg(0, "size")
+            info.kind_arg = args[1].info if len(args) > 1 else None
+            info.obj = externs.Counter(name, info.size, info.kind_arg)
+            if targs and isinstance(targs[0], T.BitT):
+                info.index_width = targs[0].width
+        elif tname == "meter":
+            info.size = const_arg(0, "size")
+            info.kind_arg = args[1].info if len(args) > 1 else None
+            info.obj = externs.Meter(name, info.size, info.kind_arg)
+            if targs and isinstance(targs[0], T.BitT):
+                info.index_width = targs[0].width
+        elif tname == "direct_counter":
+            info.kind_arg = args[0].info if args else None
+            info.obj = externs.DirectCounter(name, info.kind_arg)
+        elif tname == "direct_meter":
+            info.kind_arg = args[0].info if args else None
+            info.obj = externs.DirectMeter(name, info.kind_arg)
+            info.width = targs[0].width if targs and isinstance(targs[0], T.BitT) else 32
+        elif tname == "action_profile":
+            info.size = const_arg(0, "size")
+            info.obj = tables.ActionProfile(name, size=info.size)
+        elif tname == "action_selector":
+            info.kind_arg = args[0].info if args else None
+            info.size = const_arg(1, "size")
+            info.width = const_arg(2, "output width") if len(args) > 2 else 32
+            info.obj = tables.ActionProfile(name, size=info.size, algorithm=info.kind_arg)
+        elif tname in ("Checksum16",):
+            self.err(f"{tname} is deprecated and not supported; use verify_checksum/update_checksum", loc)
+        else:
+            self.err(f"extern '{tname}' cannot be instantiated by this engine (outside the subset)", loc)
+        info.pyname = self.namer.fresh("X_", name)
+        self.ns[info.pyname] = info.obj
+        if name in self.out.externs:
+            self.err(f"two instances are both named '{name}'", loc)
+        self.out.externs[name] = info
+        return info
+
+    def qualified(self, prefix, local, annos):
+        n = anno_string(annos, "name")
+        if n is not None:
+            if n.startswith("."):
+                return n[1:]
+            local = n
+        return f"{prefix}.{local}" if prefix else local
+
+    def declare_sub_block(self, d, bdecl, ctx, prefix):
+        """`Sub(args) s;` inside a control or parser: declares s (see instantiate_block)."""
+        name = self.qualified(prefix, d.name, d.annos)
+        info = self.instantiate_block(bdecl, name, d.args, ctx, d.loc)
+        ctx.scope.declare(d.name, Sym("control_inst", info=info))
+
+    def bind_ctor_args(self, bdecl, args, ctx, scope, loc):
+        """Constructor parameters: compile-time constants, or instances of a control/parser type."""
+        ctor = bdecl.ctor_params or []
+        if len(args) != len(ctor):
+            self.err(f"{bdecl.name} takes {len(ctor)} constructor argument(s), got {len(args)}", loc)
+        for p, a in zip(ctor, args):
+            pt = self.resolve_type(p.type)
+            if isinstance(pt, T.BlockT):
+                sym = ctx.scope.lookup(a.name) if a.kind == "name" else None
+                if sym is None or sym.kind != "control_inst":
+                    self.err(f"constructor argument '{p.name}' must name a {pt.kind} instance", a.loc)
+                scope.declare(p.name, sym)
+                continue
+            v = self.expr(a, ctx, pt)
+            if not v.is_const:
+                self.err(f"constructor argument '{p.name}' must be a compile-time constant", a.loc)
+            scope.declare(p.name, Sym("const", self.coerce_const(v.const, pt, a.loc)))
+
+    def instantiate_block(self, bdecl, name, args, ctx, loc):
+        """Compile one instance of a control or parser type, its parameters in their own storage
+        (the caller copies in and out); returns the instance info call_control applies."""
+        scope = Scope(self.globals)
+        self.bind_ctor_args(bdecl, args, ctx, scope, loc)
+        params = []
+        for p in bdecl.params:
+            pt = self.resolve_type(p.type)
+            if isinstance(pt, T.ExternT) and pt.name in ("packet_in", "packet_out"):
+                scope.declare(p.name, Sym("packet", info=pt.name))
+                params.append((p, pt, None))
+                continue
+            base = self.alloc(pt, f"{name}.{p.name}")
+            v = agg(base, pt) if pt.aggregate else lv(base, pt)
+            scope.declare(p.name, Sym("var", v))
+            params.append((p, pt, v))
+        if bdecl.kind == "parser":
+            if ctx.where != "parser":
+                self.err(f"a parser ({bdecl.name}) can only be instantiated in a parser", loc)
+            fn = self.compile_parser(bdecl, name, scope, ctx.block_role, sub=True)
+        else:
+            if ctx.where != "control":
+                self.err(f"a control ({bdecl.name}) can only be instantiated in a control", loc)
+            fn = self.compile_control(bdecl, name, scope, ctx.block_role)
+        return (fn, params, name, bdecl.kind)
+
+    # ------------------------------------------------------------------------- actions
+    def compile_action(self, d, scope, prefix, role=None):
+        name = self.qualified(prefix, d.name, d.annos) if prefix or anno_string(d.annos, "name") else d.name
+        fn = self.namer.fresh("a_", name)
+        ascope = Scope(scope)
+        params = []
+        em = Emitter()
+        em.line(f"def {fn}(S, A):")
+        em.indent()
+        info = ActionInfo(name, d, params, fn, d.annos)
+        for i, p in enumerate(d.params):
+            pt = self.resolve_type(p.type)
+            params.append((p.name, p.direction, pt))
+            if p.direction is None:
+                if self.limits is not None:
+                    self.limits.action_param(p, pt)
+                if not (isinstance(pt, (T.BitT, T.BoolT)) or (isinstance(pt, T.EnumT) and pt.base)):
+                    self.err(f"action parameter '{p.name}' must be bit<W>, int<W> or bool (not {pt})", p.loc)
+                local = f"p{i}"
+                em.line(f"{local} = A[{p.name!r}]")
+                ascope.declare(p.name, Sym("var", Val("rv", pt, local)))
+            else:
+                base = self.alloc(pt, f"{name}.{p.name}")
+                v = agg(base, pt) if pt.aggregate else lv(base, pt)
+                info.inout_slots[p.name] = v
+                ascope.declare(p.name, Sym("var", v))
+        ctx = Ctx(ascope, em, "action", prefix, action=info, block_role=role)
+        mark = em.mark()
+        self.stmts(d.body.stmts, ctx)
+        em.ensure_body(mark)
+        em.dedent()
+        self.em.lines.extend(em.lines)
+        if name in self.out.actions and self.out.actions[name].decl is not d:
+            self.err(f"two actions are both named '{name}'", d.loc)
+        self.out.actions[name] = info
+        return info

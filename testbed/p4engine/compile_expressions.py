@@ -1,0 +1,513 @@
+"""Expressions: every expression kind typed and translated to Python over the state list `S`,
+with constant folding and width-correct arithmetic (a Compiler mixin)."""
+from . import p4types as T
+from .codegen import slot_add
+from .compile_values import agg, const_arith, lit, lv, py_op, Sym, Val, wrap
+from .resource_limits import MAX_CONST_SHIFT
+
+
+class ExpressionsMixin:
+    """Compiler methods; the Compiler (compiler.py) provides the state they use."""
+
+    def convert(self, v, t, loc):
+        """Implicit conversion of scalar `v` to type `t` (only where P4_16 allows it)."""
+        vt = v.type
+        if vt == t:
+            return v
+        if isinstance(t, T.BitT) and isinstance(vt, T.IntLitT):
+            if v.is_const:
+                return lit(wrap(v.const, t), t)
+            return Val("rv", t, self.wrap_code(v.code, t))
+        if isinstance(t, T.IntLitT) and isinstance(vt, T.BitT):
+            return v
+        if isinstance(t, T.EnumT) and isinstance(vt, T.EnumT) and t.name == vt.name:
+            return v
+        if isinstance(vt, T.EnumT) and vt.base is not None and vt.base == t:
+            # a serializable enum where its underlying type is expected (e.g. a header field of
+            # enum type, which is stored as the underlying bits)
+            return Val("rv", t, v.code, const=v.const)
+        self.err(f"cannot use a value of type {vt} where {t} is expected (use an explicit cast)", loc)
+
+    def wrap_code(self, code, t):
+        """Python code for `code` wrapped to type t's width (parenthesized: used inside larger code)."""
+        if t.signed:
+            h = 1 << (t.width - 1)
+            return f"(((({code}) + {h}) & {t.mask}) - {h})"
+        return f"(({code}) & {t.mask})"
+
+    def scalar(self, v, loc):
+        if v.kind in ("rv", "lv"):
+            return v
+        if v.kind == "slice_lv":
+            base, hi, lo = v.info
+            return Val("rv", T.BitT(hi - lo + 1), f"(({base.code} >> {lo}) & {(1 << (hi - lo + 1)) - 1})")
+        if v.kind == "apply":
+            self.err("a table apply result must be used with .hit, .miss or .action_run", loc)
+        if v.kind in ("agg", "list"):
+            self.err(f"expected a scalar value, got {v.type}", loc)
+        self.err("this is not a value", loc)
+
+    # ------------------------------------------------------------------------- expressions
+    def expr(self, node, ctx, expected=None):
+        m = getattr(self, "x_" + node.kind, None)
+        if m is None:
+            self.err(f"unsupported expression '{node.kind}'", node.loc)
+        return m(node, ctx, expected)
+
+    def x_int(self, n, ctx, expected):
+        if n.width is not None:
+            t = T.BitT(n.width, n.signed)
+            if not n.signed and n.value >> n.width:
+                self.err(f"value {n.value} does not fit in {t}", n.loc)
+            return lit(wrap(n.value, t), t)
+        return lit(n.value, T.INTLIT)
+
+    def x_evaluated(self, n, ctx, expected):
+        return n.val
+
+    def x_bool(self, n, ctx, expected):
+        return lit(n.value, T.BOOL)
+
+    def x_string(self, n, ctx, expected):
+        return Val("rv", T.STRING, repr(n.value), const=n.value)
+
+    def x_name(self, n, ctx, expected):
+        s = ctx.scope.lookup(n.name)
+        if s is None:
+            if n.name in ("accept", "reject"):
+                self.err(f"'{n.name}' is a parser state, not a value", n.loc)
+            self.err(f"unknown name '{n.name}'", n.loc)
+        if s.kind in ("var", "const"):
+            return s.val
+        return Val("ref", None, info=s, name=n.name, loc=n.loc)
+
+    def x_error_member(self, n, ctx, expected):
+        if n.name not in self.errors:
+            self.err(f"unknown error '{n.name}'", n.loc)
+        return Val("rv", T.ERROR, str(self.errors.index(n.name)), const=self.errors.index(n.name))
+
+    def x_type_member(self, n, ctx, expected):
+        t = self.types.get(n.type_name)
+        if isinstance(t, T.EnumT):
+            if n.name not in t.values:
+                self.err(f"enum {t.name} has no member '{n.name}'", n.loc)
+            v = t.values[n.name]
+            return Val("rv", t, str(v), const=v, info=n.name)
+        if isinstance(t, T.BlockT) and t.kind in ("control", "parser") and n.name == "apply" \
+                and hasattr(t.decl, "body" if t.kind == "control" else "states"):
+            # direct invocation `Ctl.apply(...)`: an anonymous instance of its own at each call
+            name = f"{ctx.prefix}.{t.name}" if ctx.prefix else t.name
+            self.direct_invocations[name] = count = self.direct_invocations.get(name, 0) + 1
+            if count > 1:
+                name = f"{name}_{count - 1}"
+            info = self.instantiate_block(t.decl, name, [], ctx, n.loc)
+            return Val("method", obj=Val("ref", None, info=Sym("control_inst", info=info), name=t.name),
+                       name="apply")
+        self.err(f"'{n.type_name}.{n.name}' is not supported here", n.loc)
+
+    def x_member(self, n, ctx, expected):
+        base = self.expr(n.expr, ctx)
+        name = n.name
+        if base.kind == "agg":
+            t = base.type
+            if isinstance(t, (T.HeaderT, T.StructT)):
+                ft = t.field_type(name)
+                if ft is not None:
+                    slot = slot_add(base.slot, t.offsets()[name])
+                    if isinstance(t, T.UnionT):       # making it valid invalidates the others
+                        v = agg(slot, ft)
+                        v.siblings = [s for s in t.validity_slots(base.slot) if s != slot]
+                        return v
+                    if ft.aggregate:
+                        return agg(slot, ft)
+                    v = lv(slot, ft)
+                    if isinstance(t, T.HeaderT):
+                        v.valid = base.slot
+                    return v
+                view = getattr(t, "struct_views", {}).get(name) if isinstance(t, T.HeaderT) else None
+                if view is not None:            # a struct field of a header: a view on its leaves
+                    return agg(slot_add(base.slot, t.offsets()[view[1]]), view[0])
+                if isinstance(t, T.HeaderT) and name in ("isValid", "setValid", "setInvalid", "minSizeInBits",
+                                                          "minSizeInBytes"):
+                    return Val("method", obj=base, name=name)
+                if isinstance(t, T.UnionT) and name == "isValid":
+                    return Val("method", obj=base, name=name)
+                self.err(f"{'header' if isinstance(t, T.HeaderT) else 'struct'} {t.name} has no field '{name}'", n.loc)
+            if isinstance(t, T.StackT):
+                esz = t.elem.slots()
+                if name == "size":
+                    return lit(t.size, T.INTLIT)
+                if isinstance(t.elem, T.UnionT) and name in ("last", "push_front", "pop_front"):
+                    self.err(f"'.{name}' on a stack of header unions is not supported by this engine", n.loc)
+                if name in ("next", "last"):
+                    if ctx.where != "parser":
+                        self.err(f"header stack .{name} can only be used in a parser", n.loc)
+                    if name == "next":
+                        return Val("stack_next", t.elem, slot=base.slot, info=t, loc=n.loc)
+                    idx = f"(S[{base.slot}] - 1)"
+                    return Val("agg", t.elem, slot=self.stack_elem_slot(base, idx, ctx, n.loc))
+                if name == "lastIndex":
+                    return Val("rv", T.BitT(32), f"((S[{base.slot}] - 1) & 0xffffffff)")
+                if name == "nextIndex":
+                    return Val("rv", T.BitT(32), f"S[{base.slot}]")
+                if name in ("push_front", "pop_front"):
+                    return Val("method", obj=base, name=name)
+                self.err(f"header stacks have no member '{name}'", n.loc)
+        if base.kind == "stack_next" and isinstance(base.type, T.UnionT) and base.name is None \
+                and isinstance(base.type.field_type(name), T.HeaderT):
+            # extract(u.next.h): the member h of the next union element
+            return Val("stack_next", base.type.field_type(name), slot=base.slot, info=base.info,
+                       name=name, loc=n.loc)
+        if base.kind == "stack_next":
+            self.err("use .next only as an extract target", n.loc)
+        if base.kind == "apply":
+            if name == "hit":
+                return Val("rv", T.BOOL, f"{base.code}[0]")
+            if name == "miss":
+                return Val("rv", T.BOOL, f"(not {base.code}[0])")
+            if name == "action_run":
+                return Val("apply_action_run", None, base.code, info=base.info)
+            self.err(f"a table apply result has no member '{name}'", n.loc)
+        if base.kind == "ref":
+            return Val("method", obj=base, name=name, loc=n.loc)
+        if base.kind in ("rv", "lv"):
+            self.err(f"a value of type {base.type} has no member '{name}'", n.loc)
+        self.err(f"cannot take member '{name}' here", n.loc)
+
+    def x_index(self, n, ctx, expected):
+        base = self.expr(n.expr, ctx)
+        if base.kind == "agg" and isinstance(base.type, T.ListT):       # tuple element
+            i = self.const_int_val(n.index, ctx)
+            if not 0 <= i < len(base.type.types):
+                self.err(f"index {i} is out of bounds for {base.type}", n.index.loc)
+            et = base.type.types[i]
+            slot = slot_add(base.slot, base.type.offsets()[i])
+            return agg(slot, et) if et.aggregate else lv(slot, et)
+        if base.kind != "agg" or not isinstance(base.type, T.StackT):
+            self.err("only header stacks and tuples can be indexed", n.index.loc)
+        idx = self.scalar(self.expr(n.index, ctx), n.index.loc)
+        t = base.type
+        if idx.is_const:
+            i = int(idx.const)
+            if not 0 <= i < t.size:
+                self.err(f"index {i} is out of bounds for a stack of size {t.size}", n.index.loc)
+            return agg(base.slot + 1 + i * t.elem.slots(), t.elem)
+        return agg(self.stack_elem_slot(base, idx.code, ctx, n.loc), t.elem)
+
+    def x_slice(self, n, ctx, expected):
+        base = self.expr(n.expr, ctx)
+        hi = self.const_int_val(n.hi, ctx)
+        lo = self.const_int_val(n.lo, ctx)
+        b = self.scalar(base, n.loc)
+        if not isinstance(b.type, T.BitT):
+            if isinstance(b.type, T.IntLitT) and b.is_const:
+                w = hi - lo + 1
+                return lit((b.const >> lo) & ((1 << w) - 1), T.BitT(w))
+            self.err(f"cannot slice a value of type {b.type}", n.loc)
+        if not (0 <= lo <= hi < b.type.width):
+            self.err(f"slice [{hi}:{lo}] is out of range for {b.type}", n.loc)
+        if base.kind == "lv":
+            return Val("slice_lv", T.BitT(hi - lo + 1), info=(base, hi, lo))
+        if base.kind == "slice_lv":       # x[7:4][1:0] is x[5:4]
+            inner, _, inner_lo = base.info
+            return Val("slice_lv", T.BitT(hi - lo + 1), info=(inner, inner_lo + hi, inner_lo + lo))
+        w = hi - lo + 1
+        if b.is_const:
+            return lit((b.const >> lo) & ((1 << w) - 1), T.BitT(w))
+        return Val("rv", T.BitT(w), f"(({b.code} >> {lo}) & {(1 << w) - 1})")
+
+    def x_list(self, n, ctx, expected):
+        items = []
+        for node in n.items:
+            v, lines = self.captured(ctx, lambda: self.expr(node, ctx))
+            if lines:       # a call with side effects: the items before it are read first
+                items = [self.snapshot_all(i, ctx) for i in items]
+                ctx.em.lines.extend(lines)
+            items.append(v)
+        return Val("list", T.ListT([i.type for i in items if i.type is not None]), items=items)
+
+    def x_cond(self, n, ctx, expected):
+        c = self.cond_expr(n.cond, ctx)
+        a, alines = self.captured(ctx, lambda: self.scalar(self.expr(n.a, ctx, expected), n.a.loc))
+        b, blines = self.captured(ctx, lambda: self.scalar(self.expr(n.b, ctx, expected), n.b.loc))
+        a, b, t = self.unify(a, b, n.loc, "?:")
+        if not alines and not blines:
+            return Val("rv", t, f"({a.code} if {c} else {b.code})")
+        cv, r = ctx.temp(), ctx.temp()
+        ctx.em.line(f"{cv} = {c}")
+        self.guarded(ctx, cv, alines, r, a.code)
+        self.guarded(ctx, f"not {cv}", blines, r, b.code)
+        return Val("rv", t, r)
+
+    def x_cast(self, n, ctx, expected):
+        t = self.resolve_type(n.type)
+        v = self.expr(n.expr, ctx, t)
+        if v.kind == "list" and isinstance(t, (T.StructT, T.HeaderT)):
+            return v
+        v = self.scalar(v, n.expr.loc)
+        vt = v.type
+        if isinstance(t, T.EnumT) and t.base is not None:
+            inner = self.cast_scalar(v, t.base, n.loc)
+            return Val("rv", t, inner.code, const=inner.const)
+        if isinstance(vt, T.EnumT) and vt.base is not None:
+            v = Val("rv", vt.base, v.code, const=v.const)
+        return self.cast_scalar(v, t, n.loc)
+
+    def x_unop(self, n, ctx, expected):
+        v = self.scalar(self.expr(n.expr, ctx, expected), n.expr.loc)
+        t = v.type
+        if n.op == "!":
+            if not isinstance(t, T.BoolT):
+                self.err(f"'!' needs a bool, not {t}", n.loc)
+            if v.is_const:
+                return lit(not v.const, T.BOOL)
+            return Val("rv", T.BOOL, f"(not {v.code})")
+        if not isinstance(t, (T.BitT, T.IntLitT)):
+            self.err(f"'{n.op}' needs a number, not {t}", n.loc)
+        if n.op == "-":
+            if v.is_const:
+                return lit(wrap(-v.const, t) if isinstance(t, T.BitT) else -v.const, t)
+            if isinstance(t, T.BitT):
+                return Val("rv", t, self.wrap_code(f"-{v.code}", t))
+            return Val("rv", t, f"(-{v.code})")
+        # ~
+        if isinstance(t, T.IntLitT):
+            self.err("'~' needs a value with a width (cast the literal first)", n.loc)
+        if v.is_const:
+            return lit(wrap(~v.const, t), t)
+        if t.signed:
+            return Val("rv", t, f"(~{v.code})")
+        return Val("rv", t, f"({v.code} ^ {t.mask})")
+
+    def x_binop(self, n, ctx, expected):
+        op = n.op
+        if op in ("&&", "||"):
+            a = self.scalar(self.expr(n.left, ctx), n.left.loc)
+            b, blines = self.captured(ctx, lambda: self.scalar(self.expr(n.right, ctx), n.right.loc))
+            for v, nd in ((a, n.left), (b, n.right)):
+                if not isinstance(v.type, T.BoolT):
+                    self.err(f"'{op}' needs bool operands, not {v.type}", nd.loc)
+            if blines:      # the right side has statements: run them only if it is evaluated
+                r = ctx.temp()
+                ctx.em.line(f"{r} = {a.code}")
+                self.guarded(ctx, r if op == "&&" else f"not {r}", blines, r, b.code)
+                return Val("rv", T.BOOL, r)
+            if a.is_const and b.is_const:
+                return lit((a.const and b.const) if op == "&&" else (a.const or b.const), T.BOOL)
+            return Val("rv", T.BOOL, f"({a.code} {'and' if op == '&&' else 'or'} {b.code})")
+        a = self.expr(n.left, ctx)
+        b, blines = self.captured(ctx, lambda: self.expr(n.right, ctx))
+        if blines:          # left to right: the left operand is read before the right's effects
+            a = self.snapshot(a, ctx)
+            ctx.em.lines.extend(blines)
+        if op in ("==", "!=") and a.kind == "agg" and b.kind == "agg":
+            if a.type != b.type:
+                self.err(f"cannot compare {a.type} with {b.type}", n.loc)
+            code = self.agg_equal(a.type, a.slot, b.slot)
+            return Val("rv", T.BOOL, code if op == "==" else f"(not {code})")
+        a = self.scalar(a, n.left.loc)
+        b = self.scalar(b, n.right.loc)
+        if isinstance(a.type, T.VarbitT) or isinstance(b.type, T.VarbitT):
+            if op not in ("==", "!=") or a.type != b.type:
+                self.err(f"varbit values can only be compared (== or !=) with the same varbit type", n.loc)
+            return Val("rv", T.BOOL, f"({a.code} {op} {b.code})")     # same length and value
+        if op == "++":
+            for v, nd in ((a, n.left), (b, n.right)):
+                if not isinstance(v.type, T.BitT):
+                    self.err(f"'++' needs operands with a width, not {v.type}", nd.loc)
+            w = a.type.width + b.type.width
+            t = T.BitT(w, a.type.signed)
+            if a.is_const and b.is_const:
+                return lit(wrap(((a.const & a.type.mask) << b.type.width) | (b.const & b.type.mask), t), t)
+            bcode = b.code if not b.type.signed else f"({b.code} & {b.type.mask})"
+            acode = a.code if not a.type.signed else f"({a.code} & {a.type.mask})"
+            code = f"(({acode} << {b.type.width}) | {bcode})"
+            return Val("rv", t, self.wrap_code(code, t) if t.signed else code)
+        if op in ("<<", ">>"):
+            if not isinstance(a.type, (T.BitT, T.IntLitT)):
+                self.err(f"'{op}' needs a number on the left, not {a.type}", n.left.loc)
+            if not isinstance(b.type, (T.BitT, T.IntLitT)) or (isinstance(b.type, T.BitT) and b.type.signed):
+                self.err(f"shift amount must be unsigned, not {b.type}", n.right.loc)
+            t = a.type
+            if self.limits is not None and not (a.is_const and b.is_const):
+                self.limits.shift(n, b)
+            if a.is_const and b.is_const:
+                if b.const < 0:
+                    self.err(f"negative shift amount {b.const}", n.right.loc)
+                if op == "<<" and b.const > MAX_CONST_SHIFT:    # never build the huge number
+                    if not isinstance(t, T.BitT):
+                        self.err(f"shift amount {b.const} is too large for an unsized constant", n.right.loc)
+                    return lit(0, t)
+                r = a.const << b.const if op == "<<" else a.const >> b.const
+                return lit(wrap(r, t) if isinstance(t, T.BitT) else r, t)
+            if isinstance(t, T.IntLitT):
+                if expected is not None and isinstance(expected, T.BitT):
+                    t = expected
+                    a = self.convert(a, t, n.loc)
+                else:
+                    self.err("shifting an unsized integer needs a width (cast the literal first)", n.left.loc)
+            if op == ">>":
+                return Val("rv", t, f"({a.code} >> {b.code})")
+            if b.is_const:
+                if b.const >= t.width:
+                    return lit(0, t)
+                return Val("rv", t, self.wrap_code(f"{a.code} << {b.code}", t))
+            return Val("rv", t, f"shl({a.code}, {b.code}, {t.width}, {int(t.signed)})")
+        a, b, t = self.unify(a, b, n.loc, op)
+        if op in ("==", "!="):
+            if a.is_const and b.is_const:
+                return lit((a.const == b.const) == (op == "=="), T.BOOL)
+            return Val("rv", T.BOOL, f"({a.code} {op} {b.code})")
+        if op in ("<", ">", "<=", ">="):
+            if not isinstance(t, (T.BitT, T.IntLitT)):
+                self.err(f"'{op}' needs numbers, not {t}", n.loc)
+            if a.is_const and b.is_const:
+                return lit(eval(f"{a.const} {op} {b.const}"), T.BOOL)
+            return Val("rv", T.BOOL, f"({a.code} {op} {b.code})")
+        if not isinstance(t, (T.BitT, T.IntLitT)):
+            self.err(f"'{op}' needs numbers, not {t}", n.loc)
+        if isinstance(t, T.IntLitT):
+            if a.is_const and b.is_const:
+                return lit(const_arith(op, a.const, b.const, n.loc, self), t)
+            return Val("rv", t, f"({a.code} {py_op(op)} {b.code})")
+        if a.is_const and b.is_const:
+            return lit(wrap(const_arith(op, a.const, b.const, n.loc, self, t), t), t)
+        if op in ("&", "|", "^"):
+            return Val("rv", t, f"({a.code} {op} {b.code})")
+        if op == "|+|":
+            if t.signed:
+                h = 1 << (t.width - 1)
+                return Val("rv", t, f"max(-{h}, min({h - 1}, {a.code} + {b.code}))")
+            return Val("rv", t, f"min({t.mask}, {a.code} + {b.code})")
+        if op == "|-|":
+            if t.signed:
+                h = 1 << (t.width - 1)
+                return Val("rv", t, f"max(-{h}, min({h - 1}, {a.code} - {b.code}))")
+            return Val("rv", t, f"max(0, {a.code} - {b.code})")
+        if op in ("/", "%"):
+            if t.signed:
+                self.err(f"'{op}' on signed values is not supported", n.loc)
+            return Val("rv", t, f"div({a.code}, {b.code})" if op == "/" else f"mod({a.code}, {b.code})")
+        return Val("rv", t, self.wrap_code(f"{a.code} {op} {b.code}", t))
+
+    def x_ctor(self, n, ctx, expected):
+        self.err("constructor calls are only allowed in instantiations and table properties", n.loc)
+
+    def x_named_arg(self, n, ctx, expected):
+        self.err("named arguments are not supported here", n.loc)
+
+    def x_dontcare(self, n, ctx, expected):
+        # a write-only sink of the expected type (an out argument whose value nobody reads)
+        if expected is None or isinstance(expected, T.IntLitT) or not (expected.scalar or expected.aggregate):
+            self.err("'_' needs a known type here (only out arguments can be '_')", n.loc)
+        base = self.alloc(expected, "_")
+        return lv(base, expected) if expected.scalar else agg(base, expected)
+
+    def x_call(self, n, ctx, expected):
+        v = self.call(n, ctx, statement=False)
+        if v is None:
+            self.err("this call returns no value", n.loc)
+        return v
+
+    def stack_elem_slot(self, base, idx_code, ctx, loc):
+        t = base.type
+        esz = t.elem.slots()
+        return f"({base.slot} + 1 + ({idx_code}) * {esz})" if not isinstance(idx_code, int) else base.slot + 1 + idx_code * esz
+
+    def snapshot_all(self, v, ctx):
+        """snapshot() for lists and aggregates too (copied into fresh storage)."""
+        if v.kind == "list":
+            return Val("list", v.type, items=[self.snapshot_all(i, ctx) for i in v.items])
+        if v.kind == "agg" and isinstance(v.slot, int):
+            n = v.type.slots()
+            base = self.alloc(v.type, "snapshot")
+            ctx.em.line(f"S[{base}:{base + n}] = S[{v.slot}:{v.slot + n}]")
+            return agg(base, v.type)
+        return self.snapshot(v, ctx)
+
+    def captured(self, ctx, fn):
+        """Run fn() (which translates an expression) and take back the statements it emitted
+        (calls with copy-out are hoisted into statements): returns (Val, lines)."""
+        mark = ctx.em.mark()
+        v = fn()
+        lines = ctx.em.lines[mark:]
+        del ctx.em.lines[mark:]
+        return v, lines
+
+    def snapshot(self, v, ctx):
+        """Evaluate `v` now into a temporary (it must not see later side effects)."""
+        if v.is_const or v.kind not in ("rv", "lv"):
+            return v
+        t = ctx.temp()
+        ctx.em.line(f"{t} = {v.code}")
+        return Val("rv", v.type, t)
+
+    def guarded(self, ctx, cond_code, lines, target, value_code):
+        """Emit `if cond: <lines>; target = value` (the hoisted statements run only when needed)."""
+        ctx.em.line(f"if {cond_code}:")
+        for line in lines:
+            ctx.em.lines.append("    " + line)
+        ctx.em.line(f"    {target} = {value_code}")
+
+    def cast_scalar(self, v, t, loc):
+        vt = v.type
+        if vt == t:
+            return v
+        if isinstance(t, T.BitT):
+            if isinstance(vt, T.BoolT):
+                if v.is_const:
+                    return lit(int(v.const), t)
+                return Val("rv", t, f"(1 if {v.code} else 0)")
+            if isinstance(vt, (T.BitT, T.IntLitT)):
+                if v.is_const:
+                    return lit(wrap(v.const, t), t)
+                if isinstance(vt, T.BitT) and not vt.signed and not t.signed and vt.width <= t.width:
+                    return Val("rv", t, v.code)
+                return Val("rv", t, self.wrap_code(v.code, t))
+        if isinstance(t, T.BoolT) and isinstance(vt, (T.BitT, T.IntLitT)):
+            if isinstance(vt, T.BitT) and vt.width != 1:
+                self.err(f"only bit<1> can be cast to bool, not {vt}", loc)
+            if v.is_const:
+                return lit(bool(v.const), T.BOOL)
+            return Val("rv", T.BOOL, f"({v.code} != 0)")
+        if isinstance(t, T.IntLitT):
+            return Val("rv", t, v.code, const=v.const)
+        self.err(f"cannot cast {vt} to {t}", loc)
+
+    def unify(self, a, b, loc, op):
+        ta, tb = a.type, b.type
+        if ta == tb:
+            return a, b, ta
+        if isinstance(ta, T.IntLitT) and isinstance(tb, (T.BitT,)):
+            return self.convert(a, tb, loc), b, tb
+        if isinstance(tb, T.IntLitT) and isinstance(ta, (T.BitT,)):
+            return a, self.convert(b, ta, loc), ta
+        if isinstance(ta, T.EnumT) and isinstance(tb, T.EnumT) and ta.name == tb.name:
+            return a, b, ta
+        if isinstance(ta, T.EnumT) and ta.base is not None and ta.base == tb:
+            return self.convert(a, tb, loc), b, tb
+        if isinstance(tb, T.EnumT) and tb.base is not None and tb.base == ta:
+            return a, self.convert(b, ta, loc), ta
+        if isinstance(ta, T.BitT) and isinstance(tb, T.BitT):
+            self.err(f"operands of '{op}' have different types: {ta} and {tb} (add a cast)", loc)
+        self.err(f"operands of '{op}' have incompatible types: {ta} and {tb}", loc)
+
+    def agg_equal(self, t, x, y):
+        """Code comparing two aggregates of type `t` at slots x, y as P4 defines equality: headers
+        equal when both invalid or both valid with equal fields; a stack's next index is ignored."""
+        if isinstance(t, T.HeaderT):
+            n = t.slots()
+            return (f"(S[{x}] == S[{y}] and (not S[{x}] or "
+                    f"S[{slot_add(x, 1)}:{slot_add(x, n)}] == S[{slot_add(y, 1)}:{slot_add(y, n)}]))")
+        if isinstance(t, T.StackT):
+            esz = t.elem.slots()
+            parts = [self.agg_equal(t.elem, slot_add(x, 1 + i * esz), slot_add(y, 1 + i * esz))
+                     for i in range(t.size)]
+        elif isinstance(t, (T.StructT, T.ListT)):
+            offs = t.offsets()
+            types = t.fields if isinstance(t, T.StructT) else list(enumerate(t.types))
+            parts = [self.agg_equal(ft, slot_add(x, offs[f]), slot_add(y, offs[f])) if ft.aggregate
+                     else f"S[{slot_add(x, offs[f])}] == S[{slot_add(y, offs[f])}]" for f, ft in types]
+        else:
+            return f"(S[{x}:{slot_add(x, t.slots())}] == S[{y}:{slot_add(y, t.slots())}])"
+        return "(" + " and ".join(parts) + ")" if parts else "True"

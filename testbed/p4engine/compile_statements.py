@@ -1,0 +1,233 @@
+"""Statements: assignment, if, switch, for loops, blocks, exit/return (a Compiler mixin)."""
+from . import p4types as T
+from .codegen import slot_add
+from .compile_values import agg, lv
+from .syntax import Node
+
+
+class StatementsMixin:
+    """Compiler methods; the Compiler (compiler.py) provides the state they use."""
+
+    # ------------------------------------------------------------------------- statements
+    def stmts(self, stmts, ctx):
+        for s in stmts:
+            self.stmt(s, ctx)
+
+    def stmt(self, s, ctx):
+        k = s.kind
+        em = ctx.em
+        if k == "assign":
+            lhs = self.expr(s.lhs, ctx)
+            if getattr(s, "op", None):     # a op= b: the left side is evaluated once
+                rhs_node = Node("binop", s.loc, op=s.op, left=Node("evaluated", s.lhs.loc, val=lhs), right=s.rhs)
+            else:
+                rhs_node = s.rhs
+            rhs = self.expr(rhs_node, ctx, lhs.type)
+            self.assign(lhs, rhs, ctx, s.loc)
+        elif k == "call_stmt":
+            if s.expr.kind != "call":
+                self.err("expression used as a statement (expected a call or an assignment)", s.loc)
+            self.call(s.expr, ctx, statement=True)
+        elif k == "if":
+            c = self.cond_expr(s.cond, ctx)
+            em.line(f"if {c}:")
+            em.indent()
+            mark = em.mark()
+            self.stmt_block(s.then, ctx)
+            em.ensure_body(mark)
+            em.dedent()
+            if s.els is not None:
+                em.line("else:")
+                em.indent()
+                mark = em.mark()
+                self.stmt_block(s.els, ctx)
+                em.ensure_body(mark)
+                em.dedent()
+        elif k == "block":
+            self.stmt_block(s, ctx)
+        elif k == "for":
+            self.for_loop(s, ctx)
+        elif k in ("break", "continue"):
+            if not ctx.in_loop:
+                self.err(f"'{k}' outside a for loop", s.loc)
+            em.line(k)
+        elif k == "empty":
+            pass
+        elif k == "exit":
+            if ctx.where == "parser":
+                self.err("exit is not allowed in a parser", s.loc)
+            em.line("raise ExitControl()")
+        elif k == "return":
+            if ctx.where == "parser":
+                self.err("return is not allowed in a parser state", s.loc)
+            if s.value is not None:
+                if ctx.returns is None:
+                    self.err("return with a value outside a function", s.loc)
+                if ctx.ret_store is not None:
+                    self.assign(ctx.ret_store, self.expr(s.value, ctx, ctx.returns), ctx, s.value.loc)
+                    em.line("return")
+                    return
+                v = self.scalar(self.expr(s.value, ctx, ctx.returns), s.value.loc)
+                v = self.convert(v, ctx.returns, s.value.loc)
+                em.line(f"return {v.code}")
+            else:
+                em.line("return")
+        elif k == "switch":
+            self.switch(s, ctx)
+        elif k == "var":
+            self.local_var(s, ctx)
+        elif k == "const":
+            self.declare_local(s, ctx, ctx.prefix)
+        else:
+            self.err(f"unsupported statement '{k}'", s.loc)
+
+    def for_loop(self, s, ctx):
+        """for (init; cond; update) body: the update runs at the top of every pass but the first,
+        so a P4 `continue` is a Python `continue`."""
+        em = ctx.em
+        c = ctx.child()
+        if ctx.where == "parser":
+            self.err("for loops are not allowed in a parser state", s.loc)
+        if self.limits is not None:
+            self.limits.loop(s)
+        for item in s.init:
+            self.stmt(item, c)
+        first = c.temp()
+        em.line(f"{first} = True")
+        em.line("while True:")
+        em.indent()
+        em.line(f"if not {first}:")
+        em.indent()
+        mark = em.mark()
+        for item in s.update:
+            self.stmt(item, c)
+        em.ensure_body(mark)
+        em.dedent()
+        em.line(f"{first} = False")
+        if s.cond is not None:
+            em.line(f"if not {self.cond_expr(s.cond, c)}: break")
+        body = c.child()
+        body.in_loop = True
+        self.stmt_block(s.body, body)
+        em.dedent()
+
+    def stmt_block(self, s, ctx):
+        c = ctx.child()
+        if s.kind == "block":
+            self.stmts(s.stmts, c)
+        else:
+            self.stmt(s, c)
+
+    def switch(self, s, ctx):
+        em = ctx.em
+        seen, after_default = set(), False
+        for case in s.cases:
+            lab = case.label
+            if after_default:
+                self.err("'default' must be the last label of a switch", case.loc)
+            if isinstance(lab, Node) and lab.kind == "sw_default":
+                after_default = True
+            elif isinstance(lab, str):
+                if lab in seen:
+                    self.err(f"duplicate switch label '{lab}'", case.loc)
+                seen.add(lab)
+        v = self.expr(s.expr, ctx)
+        t = ctx.temp()
+        if v.kind == "apply_action_run":
+            em.line(f"{t} = {v.code}[1]")
+            table = v.info
+            names = {ai.decl.name: ai for ai, _ in table.actions}
+            names.update({ai.name: ai for ai, _ in table.actions})
+
+            def condition(case):
+                if case.label not in names:
+                    self.err(f"'{case.label}' is not an action of table {table.decl.name}", case.loc)
+                return f"{t} == {names[case.label].name!r}"
+        else:
+            v = self.scalar(v, s.expr.loc)
+            em.line(f"{t} = {v.code}")
+
+            def condition(case):
+                lab = case.label
+                node = lab if isinstance(lab, Node) else Node("name", case.loc, name=lab)
+                cvv = self.expr(node, ctx, v.type)
+                if not cvv.is_const:
+                    self.err("switch labels must be constants", case.loc)
+                return f"{t} == {cvv.code}"
+        self.switch_cases(s.cases, condition, ctx)
+
+    def switch_cases(self, cases, condition, ctx):
+        """if/elif/else chain of a switch; labels without a body fall through to the next body."""
+        em = ctx.em
+        first = True
+        pending = []
+        for case in cases:
+            lab = case.label
+            cond = None if isinstance(lab, Node) and lab.kind == "sw_default" else condition(case)
+            if case.body is None:
+                pending.append(cond)
+                continue
+            allc = pending + [cond]
+            pending = []
+            if None in allc:
+                em.line("else:" if not first else "if True:")
+            else:
+                em.line(f"{'if' if first else 'elif'} {' or '.join(allc)}:")
+            first = False
+            em.indent()
+            mark = em.mark()
+            self.stmt_block(case.body, ctx)
+            em.ensure_body(mark)
+            em.dedent()
+
+    def cond_expr(self, node, ctx):
+        v = self.scalar(self.expr(node, ctx), node.loc)
+        if not isinstance(v.type, T.BoolT):
+            self.err(f"condition must be bool, not {v.type}", node.loc)
+        return v.code
+
+    # ------------------------------------------------------------------------- assignment
+    def assign(self, lhs, rhs, ctx, loc):
+        em = ctx.em
+        if lhs.kind == "slice_lv":
+            base, hi, lo = lhs.info
+            rv = self.convert(self.scalar(rhs, loc), T.BitT(hi - lo + 1), loc)
+            m = ((1 << (hi - lo + 1)) - 1) << lo
+            em.line(f"{base.code} = ({base.code} & {base.type.mask ^ m}) | (({rv.code} << {lo}) & {m})")
+            return
+        if lhs.kind == "agg":
+            if rhs.kind == "agg":
+                if lhs.type != rhs.type:
+                    self.err(f"cannot assign {rhs.type} to {lhs.type}", loc)
+                n = lhs.type.slots()
+                em.line(f"S[{lhs.slot}:{slot_add(lhs.slot, n)}] = S[{rhs.slot}:{slot_add(rhs.slot, n)}]")
+                return
+            if rhs.kind == "list":
+                self.assign_list(lhs, rhs, ctx, loc)
+                return
+            self.err(f"cannot assign {rhs.type} to {lhs.type}", loc)
+        if lhs.kind != "lv":
+            self.err("the left side of this assignment cannot be assigned to", loc)
+        rv = self.convert(self.scalar(rhs, loc), lhs.type, loc)
+        em.line(f"{lhs.code} = {rv.code}")
+
+    def assign_list(self, lhs, rhs, ctx, loc):
+        t = lhs.type
+        if isinstance(t, T.HeaderT):
+            fields = t.fields
+            offs = t.offsets()
+            ctx.em.line(f"S[{lhs.slot}] = 1")
+        elif isinstance(t, T.StructT):
+            fields = t.fields
+            offs = t.offsets()
+        elif isinstance(t, T.ListT):
+            fields = [(i, et) for i, et in enumerate(t.types)]
+            offs = t.offsets()
+        else:
+            self.err(f"cannot assign a list to {t}", loc)
+        if len(fields) != len(rhs.items):
+            self.err(f"{t} has {len(fields)} fields but the list has {len(rhs.items)} values", loc)
+        for (fn, ft), item in zip(fields, rhs.items):
+            slot = slot_add(lhs.slot, offs[fn])
+            target = agg(slot, ft) if ft.aggregate else lv(slot, ft)
+            self.assign(target, item, ctx, loc)

@@ -1,0 +1,300 @@
+"""Tables: keys, actions, properties, const entries and the code that applies them (a Compiler
+mixin)."""
+from . import p4types as T
+from .compile_values import H_NOW, SUPPORTED_MATCH_KINDS, Val, wrap
+from .errors import P4Error
+from .program_info import anno, anno_string, expr_text, TableInfo
+from .resource_limits import MAX_EXTERN_SIZE
+from .syntax import Node
+
+
+class TablesMixin:
+    """Compiler methods; the Compiler (compiler.py) provides the state they use."""
+
+    # ------------------------------------------------------------------------- tables
+    def compile_table(self, d, ctx, prefix):
+        from . import tables as tb
+        name = self.qualified(prefix, d.name, d.annos)
+        info = TableInfo(name, d)
+        if self.limits is not None:
+            self.limits.table(d)
+        seen_props = set()
+        action_names = []
+        for p in d.props:
+            pname = {"tp_key": "key", "tp_actions": "actions", "tp_entries": "entries"}.get(p.kind, getattr(p, "name", None))
+            if pname in seen_props:
+                self.err(f"table {d.name}: property '{pname}' given twice", p.loc)
+            seen_props.add(pname)
+            if p.kind == "tp_key":
+                for ke in p.keys:
+                    mk = ke.match_kind
+                    if mk not in self.match_kinds:
+                        self.err(f"unknown match kind '{mk}'", ke.loc)
+                    if mk not in SUPPORTED_MATCH_KINDS:
+                        self.err(f"match kind '{mk}' is not supported", ke.loc)
+                    v = self.expr(ke.expr, ctx)
+                    v = self.scalar(v, ke.expr.loc)
+                    if isinstance(v.type, T.BoolT):
+                        v = Val("rv", T.BitT(1), f"(1 if {v.code} else 0)")
+                    w = T.width_of(v.type)
+                    if w is None:
+                        self.err(f"table key must be a bit<W> value, not {v.type}", ke.expr.loc)
+                    kname = (anno_string(ke.annos, "name")
+                             or expr_text(ke.expr, lambda m: self.field_key_name(m, ctx)))
+                    if mk == "selector":
+                        valid = self.valid_slot_of(ke.expr, ctx)
+                        info.selector_keys.append((kname, w, v, valid))
+                    else:
+                        info.keys.append((kname, mk, w, v))
+            elif p.kind == "tp_actions":
+                for ar in p.actions:
+                    s = ctx.scope.lookup(ar.name)
+                    if s is None or s.kind != "action":
+                        self.err(f"table {d.name}: '{ar.name}' is not an action", ar.loc)
+                    if ar.args:
+                        info.action_fns[s.info.name] = self.bound_action(s.info, ar, ctx)
+                    info.actions.append((s.info, ar.annos))
+                    action_names.append(s.info.name)
+            elif p.kind == "tp_entries":
+                info._entries_node = p
+            elif p.kind == "tp_value":
+                if p.name == "default_action":
+                    info.default_action = self.action_call_const(p.value, ctx, f"table {d.name} default_action")
+                    info.const_default = p.const
+                    info._default_loc = p.value.loc
+                elif p.name == "size":
+                    info.size = self.const_int(p.value, "table size")
+                    if not 0 <= info.size <= MAX_EXTERN_SIZE:   # (also P4Info's int64)
+                        self.err(f"table {d.name}: size must be from 0 to {MAX_EXTERN_SIZE}, got {info.size}",
+                                 p.value.loc)
+                elif p.name == "implementation":
+                    info.implementation = self.table_extern(p.value, ctx, prefix, name, ("action_profile", "action_selector"),
+                                                          p.annos)
+                elif p.name == "counters":
+                    info.direct_counter = self.table_extern(p.value, ctx, prefix, name, ("direct_counter",),
+                                                          p.annos)
+                elif p.name == "meters":
+                    info.direct_meter = self.table_extern(p.value, ctx, prefix, name, ("direct_meter",),
+                                                          p.annos)
+                elif p.name == "support_timeout":
+                    info.idle_timeout = True
+                elif p.name in ("max_group_size", "selector_size_semantics", "selector_max_group_size"):
+                    pass
+                else:
+                    self.err(f"table {d.name}: unknown table property '{p.name}'", p.loc)
+        if not info.actions:     # p4c gives such a table NoAction (as its default only)
+            noaction = ctx.scope.lookup("NoAction")
+            if noaction is None or noaction.kind != "action":
+                self.err(f"table {d.name} has no actions", d.loc)
+            info.actions.append((noaction.info, [Node("annotation", d.loc, name="defaultonly", args=[])]))
+            action_names.append(noaction.info.name)
+        if info.selector_keys and (info.implementation is None or info.implementation.type_name != "action_selector"):
+            self.err(f"table {d.name}: selector keys need implementation = action_selector(...)", d.loc)
+        if info.default_action is None:
+            noaction = ctx.scope.lookup("NoAction")
+            na = noaction.info if noaction and noaction.kind == "action" else None
+            info.default_action = (na, {}) if na else None
+        else:
+            ai = info.default_action[0]
+            if ai.name not in action_names:
+                self.err(f"table {d.name}: default action {ai.name} is not in its actions list",
+                         getattr(info, "_default_loc", d.loc))
+        # runtime object
+        keys = [tb.KeySpec(n, mk, w) for n, mk, w, _ in info.keys]
+        sel_keys = [tb.KeySpec(n, "selector", w) for n, w, _, _ in info.selector_keys]
+        default = tb.ActionCall(info.default_action[0].name, info.default_action[1]) if info.default_action and info.default_action[0] else None
+        const_entries = None
+        if hasattr(info, "_entries_node"):
+            const_entries = self.const_entries(info, info._entries_node, ctx)
+            info.const_entries = const_entries
+        action_params = {ai.name: ai.runtime_params for ai, _ in info.actions}
+        table_only = {ai.name for ai, an in info.actions if anno(an, "tableonly")}
+        default_only = {ai.name for ai, an in info.actions if anno(an, "defaultonly")}
+        try:
+            obj = tb.Table(name, keys, action_names, size=info.size, default_action=default,
+                           const_default_action=info.const_default, const_entries=const_entries,
+                           implementation=info.implementation.obj if info.implementation else None,
+                           selector_keys=sel_keys,
+                           direct_counter=info.direct_counter.obj if info.direct_counter else None,
+                           direct_meter=info.direct_meter.obj if info.direct_meter else None,
+                           action_params=action_params, table_only=table_only, default_only=default_only)
+        except (tb.TableError, ValueError) as e:
+            self.err(f"table {d.name}: {getattr(e, 'message', e)}", d.loc)
+        if info.implementation is not None and info.implementation.obj.actions is None:
+            info.implementation.obj.actions = list(action_names)
+            info.implementation.obj.action_params = action_params
+        info.obj = obj
+        if name in self.out.tables:
+            self.err(f"two tables are both named '{name}'", d.loc)
+        self.out.tables[name] = info
+        self.emit_table_apply(info)
+        return info
+
+    def field_key_name(self, member, ctx):
+        """A key's text for `base.field` when the struct field has @name (p4c's KeyNameGenerator
+        uses the field's external name; a leading '.' drops everything to its left)."""
+        try:
+            base, _ = self.captured(ctx, lambda: self.expr(member.expr, ctx))
+        except P4Error:
+            return None
+        if base.kind != "agg" or not isinstance(base.type, T.StructT):
+            return None
+        name = anno_string(base.type.field_annos.get(member.name), "name")
+        if name is None:
+            return None
+        if name.startswith("."):
+            return name[1:]
+        return f"{expr_text(member.expr, lambda m: self.field_key_name(m, ctx))}.{name}"
+
+    def valid_slot_of(self, expr, ctx):
+        """The validity slot of the header a key field belongs to (None if not a header field)."""
+        if expr.kind == "member":
+            try:
+                base = self.expr(expr.expr, ctx)
+            except P4Error:
+                return None
+            if base.kind == "agg" and isinstance(base.type, T.HeaderT):
+                return base.slot
+        return None
+
+    def table_extern(self, value, ctx, prefix, table_name, kinds, annos=None):
+        if value.kind == "name":
+            s = ctx.scope.lookup(value.name)
+            if s is None or s.kind != "extern" or s.info.type_name not in kinds:
+                self.err(f"'{value.name}' is not a {' or '.join(kinds)} instance", value.loc)
+            return s.info
+        if value.kind == "ctor":
+            tname = value.type.name
+            if tname not in kinds:
+                self.err(f"expected a {' or '.join(kinds)} here, not {tname}", value.loc)
+            args = [self.expr(a, ctx) for a in value.args]
+            targs = [self.resolve_type(a) for a in value.type.args] if value.type.kind == "t_spec" else []
+            # an anonymous implementation/counter/meter is named after its table, or exactly
+            # as the property's @name says (p4c adds no control prefix there)
+            name = anno_string(annos, "name")
+            name = name.lstrip(".") if name is not None else table_name
+            return self.build_extern(tname, name, targs, args, annos or [], value.loc)
+        self.err(f"expected a {' or '.join(kinds)} instance", value.loc)
+
+    def action_call_const(self, node, ctx, what):
+        if node.kind == "name":
+            node = Node("call", node.loc, func=node, args=[], targs=[])
+        if node.kind != "call" or node.func.kind != "name":
+            self.err(f"{what}: expected an action call like a(1, 2)", node.loc)
+        s = ctx.scope.lookup(node.func.name)
+        if s is None or s.kind != "action":
+            self.err(f"{what}: '{node.func.name}' is not an action", node.func.loc)
+        ai = s.info
+        rparams = [(n, t) for n, d, t in ai.params if d is None]
+        args_nodes = node.args
+        if len(args_nodes) == len(ai.params) and len(rparams) < len(ai.params):
+            # a(dir_args..., data...): the directional arguments are bound by the actions list
+            args_nodes = args_nodes[len(ai.params) - len(rparams):]
+            node = Node("call", node.loc, func=node.func, args=args_nodes, targs=[])
+        if len(node.args) != len(rparams):
+            self.err(f"{what}: action {ai.name} takes {len(rparams)} argument(s), got {len(node.args)}", node.loc)
+        args = {}
+        for (pn, pt), a in zip(rparams, node.args):
+            if a.kind == "named_arg":
+                pn, a = a.name, a.value
+            v = self.expr(a, ctx, pt)
+            if not v.is_const:
+                self.err(f"{what}: argument for '{pn}' must be a constant", a.loc)
+            cv = v.const
+            if isinstance(pt, T.BitT):
+                cv = wrap(cv, pt) & pt.mask
+            args[pn] = int(cv)
+        return (ai, args)
+
+    def const_entries(self, info, node, ctx):
+        from . import tables as tb
+        entries = []
+        nkeys = len(info.keys)
+        for e in node.entries:
+            ks = e.keyset.items if e.keyset.kind == "ks_tuple" else [e.keyset]
+            if len(ks) != nkeys:
+                self.err(f"entry has {len(ks)} key value(s); table {info.decl.name} has {nkeys} key(s)", e.loc)
+            keys = []
+            for (kn, mk, w, _), k in zip(info.keys, ks):
+                keys.append(self.entry_key(k, mk, w, ctx))
+            ai, args = self.action_call_const(e.action, ctx, "entry action")
+            if ai.name not in [a.name for a, _ in info.actions]:
+                self.err(f"entry action {ai.name} is not in table {info.decl.name}'s actions", e.action.loc)
+            prio = None
+            pa = anno(e.annos, "priority") or anno(e.annos2, "priority")
+            if pa is not None and pa.args:
+                prio = self.const_int(pa.args[0], "priority")
+            entries.append((keys, tb.ActionCall(ai.name, args), prio))
+        if any(prio is not None for _, _, prio in entries):
+            # @priority is BMv2's (lower wins); an entry without one follows the previous + 1,
+            # as p4c numbers them. The runtime tables take P4Runtime priorities (higher wins).
+            bmv2, cur = [], 0
+            for _, _, prio in entries:
+                cur = prio if prio is not None else cur + 1
+                bmv2.append(cur)
+            top = max(bmv2) + 1
+            entries = [(k, a, top - p) for (k, a, _), p in zip(entries, bmv2)]
+        return entries
+
+    def entry_key(self, k, mk, w, ctx):
+        from . import tables as tb
+        m = (1 << w) - 1
+        if k.kind == "ks_default":
+            if mk == "exact":
+                self.err("an exact key cannot be a wildcard", k.loc)
+            return None
+        if k.kind == "ks_mask":
+            v = self.const_int_val(k.value, ctx) & m
+            mask = self.const_int_val(k.mask, ctx) & m
+            if mk == "ternary":
+                return tb.Ternary(v & mask, mask)
+            if mk == "lpm":
+                plen = bin(mask).count("1")
+                if mask != (m ^ ((1 << (w - plen)) - 1)):
+                    self.err("an lpm mask must be a prefix", k.loc)
+                return tb.Lpm(v & mask, plen)
+            self.err(f"a mask cannot be used for a {mk} key", k.loc)
+        if k.kind == "ks_range":
+            if mk != "range":
+                self.err(f"a range cannot be used for a {mk} key", k.loc)
+            return tb.Range(self.const_int_val(k.low, ctx) & m, self.const_int_val(k.high, ctx) & m)
+        v = self.const_int_val(k, ctx) & m
+        return {"exact": lambda: tb.Exact(v), "ternary": lambda: tb.Ternary(v, m), "lpm": lambda: tb.Lpm(v, w),
+                "range": lambda: tb.Range(v, v), "optional": lambda: tb.Optional(v)}[mk]()
+
+    def const_int_val(self, node, ctx):
+        v = self.expr(node, ctx)
+        if not v.is_const:
+            self.err("expected a compile-time constant", node.loc)
+        c = v.const
+        if isinstance(c, bool):
+            return int(c)
+        return c
+
+    def emit_table_apply(self, info):
+        fn = self.namer.fresh("t_", info.name)
+        tname = self.namer.fresh("T_", info.name)
+        dname = self.namer.fresh("D_", info.name)
+        self.ns[tname] = info.obj
+        info.pyname = tname
+        acts = {ai.name: info.action_fns.get(ai.name, ai.fn) for ai, _ in info.actions}
+        self.ns[dname] = None   # filled after exec (functions exist then)
+        info.fn = fn
+        info.dispatch = (dname, acts)
+        em = self.em
+        sm = self.out.sm
+        em.line(f"def {fn}(S):")
+        em.indent()
+        keys = ", ".join(v.code for _, _, _, v in info.keys)
+        if info.keys:
+            keys += ","
+        extra = f", S[{sm['packet_length']}], S[{H_NOW}]" if (info.direct_counter or info.direct_meter) else ""
+        if info.selector_keys:
+            sel = ", ".join(v.code if vs is None else f"({v.code} if S[{vs}] else None)"
+                            for _, _, v, vs in info.selector_keys) + ","
+            extra = f", S[{sm['packet_length']}], S[{H_NOW}], ({sel})"
+        em.line(f"a, hit, e = {tname}.lookup(({keys}){extra})")
+        em.line("n = a.action")
+        em.line(f"{dname}[n](S, a.args)")
+        em.line("return hit, n")
+        em.dedent()

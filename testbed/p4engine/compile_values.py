@@ -1,0 +1,137 @@
+"""What the compiler works with while it translates: typed values (Val), names in scopes
+(Sym, Scope), where code is being generated (Ctx), the hidden per-packet slots at the start of
+the state list `S`, and the integer arithmetic of compile-time constants."""
+
+# Hidden per-packet slots at the start of S (see pipeline.py)
+H_PKT, H_POFF, H_NOW, H_CLONE, H_CLONE_FL, H_RESUB, H_RECIRC, H_TRUNC, H_DIGEST, H_OUT = range(10)
+NUM_HIDDEN = 10
+CORE_ERRORS = ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
+               "ParserTimeout", "ParserInvalidArgument"]
+SUPPORTED_MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "selector")
+
+
+class Val:
+    """A typed expression result.
+
+    kind: 'rv' scalar value (code), 'lv' scalar storage (slot), 'agg' aggregate storage (slot =
+    base), 'list' list expression (items), 'ref' a non-value (info: symbol), 'method' a bound
+    method (obj, name), 'apply' a table apply result (code evaluates to (hit, action_name)).
+    const holds the Python value of compile-time constants.
+    """
+    __slots__ = ("kind", "code", "type", "slot", "const", "items", "info", "obj", "name", "loc", "valid",
+                 "siblings")
+
+    def __init__(self, kind, type=None, code=None, slot=None, const=None, items=None, info=None,
+                 obj=None, name=None, loc=None):
+        self.kind, self.type, self.code, self.slot, self.const = kind, type, code, slot, const
+        self.items, self.info, self.obj, self.name, self.loc = items, info, obj, name, loc
+        self.valid = None      # for a header field: its header's validity slot
+        self.siblings = None   # for a header_union member: the other members' validity slots
+
+    @property
+    def is_const(self):
+        return self.const is not None
+
+
+def lit(value, typ):
+    if isinstance(value, bool):
+        return Val("rv", typ, repr(value), const=value)
+    return Val("rv", typ, str(value), const=value)
+
+
+def lv(slot, typ):
+    return Val("lv", typ, f"S[{slot}]", slot=slot)
+
+
+def agg(slot, typ):
+    return Val("agg", typ, None, slot=slot)
+
+
+class Sym:
+    """A named thing in a scope: kind in var/const/action/table/extern/control/function/packet/type."""
+
+    def __init__(self, kind, val=None, info=None):
+        self.kind, self.val, self.info = kind, val, info
+
+
+class Scope:
+    def __init__(self, parent=None):
+        self.parent = parent
+        self.names = {}
+
+    def lookup(self, name):
+        s = self
+        while s is not None:
+            if name in s.names:
+                return s.names[name]
+            s = s.parent
+        return None
+
+    def declare(self, name, sym):
+        self.names[name] = sym
+
+
+class Ctx:
+    """Where code is being generated: scope, emitter, and what statements are allowed."""
+
+    def __init__(self, scope, em, where, prefix, action=None, parser=None, block_role=None):
+        self.scope, self.em, self.where, self.prefix = scope, em, where, prefix
+        self.action = action          # ActionInfo when compiling an action body
+        self.parser = parser          # dict with packet var names when in a parser
+        self.block_role = block_role  # 'parser','verify','ingress','egress','compute','deparser'
+        self.tmp = 0
+        self.returns = None           # return type for functions
+        self.ret_store = None         # where a function returning a header/struct/tuple puts it
+        self.in_loop = False          # break/continue allowed
+
+    def child(self):
+        c = Ctx(Scope(self.scope), self.em, self.where, self.prefix, self.action, self.parser, self.block_role)
+        c.tmp_owner = self
+        c.returns, c.ret_store, c.in_loop = self.returns, self.ret_store, self.in_loop
+        return c
+
+    def temp(self):
+        owner = self
+        while hasattr(owner, "tmp_owner"):
+            owner = owner.tmp_owner
+        owner.tmp += 1
+        return f"_t{owner.tmp}"
+
+
+def wrap(v, t):
+    if isinstance(v, bool):
+        v = int(v)
+    v &= t.mask
+    if t.signed and v >> (t.width - 1):
+        v -= 1 << t.width
+    return v
+
+
+def py_op(op):
+    return {"/": "//"}.get(op, op)
+
+
+def const_arith(op, a, b, loc, comp, t=None):
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op in ("/", "%"):
+        if b == 0:
+            comp.err("division by zero", loc)
+        if a < 0 or b < 0:
+            comp.err(f"'{op}' on negative values is not supported", loc)
+        return a // b if op == "/" else a % b
+    if op == "&":
+        return a & b
+    if op == "|":
+        return a | b
+    if op == "^":
+        return a ^ b
+    if op == "|+|":
+        return min(a + b, t.mask) if t is not None and not t.signed else a + b
+    if op == "|-|":
+        return max(a - b, 0) if t is not None and not t.signed else a - b
+    comp.err(f"unsupported operator '{op}'", loc)

@@ -1,0 +1,286 @@
+"""Calls of externs: methods of extern instances (registers, counters, meters, hashes, ...) and
+v1model's extern functions (clone, resubmit, checksums, digest, ...), as Compiler methods."""
+from . import p4types as T
+from .call_args import CHECKSUM_FUNCS, arg_value, as_uint, need_args
+from .codegen import slot_add
+from .compile_values import (H_CLONE, H_CLONE_FL, H_DIGEST, H_NOW, H_PKT, H_POFF, H_RECIRC, H_RESUB,
+                             H_TRUNC, agg, lit)
+from .program_info import anno_string, DigestInfo
+
+
+# ------------------------------------------------------------------------------ externs
+def call_extern_method(self, info, name, n, ctx):
+    em = ctx.em
+    kind = info.type_name
+    x = info.pyname
+    sm = self.out.sm
+    if ctx.where == "parser":
+        self.err(f"{kind}.{name} cannot be used in a parser by BMv2 (and this engine)", n.loc)
+    if kind == "register" and name == "read":
+        need_args(self, n, 2, "register.read")
+        target = self.out_target(n.args[0], ctx, "register.read's result")
+        idx = arg_value(self, n.args[1], ctx)
+        cur = self.scalar(target, n.loc)
+        self.store(target, f"{x}.packet_read({as_uint(idx)}, {as_uint(cur)})", ctx, n.loc)
+        return None
+    if kind == "register" and name == "write":
+        need_args(self, n, 2, "register.write")
+        idx = arg_value(self, n.args[0], ctx)
+        val = arg_value(self, n.args[1], ctx, T.BitT(info.width))
+        em.line(f"{x}.packet_write({as_uint(idx)}, {as_uint(val)})")
+        return None
+    if kind == "counter" and name == "count":
+        need_args(self, n, 1, "counter.count")
+        idx = arg_value(self, n.args[0], ctx)
+        em.line(f"{x}.count({as_uint(idx)}, S[{sm['packet_length']}])")
+        return None
+    if kind == "meter" and name == "execute_meter":
+        need_args(self, n, 2, "meter.execute_meter")
+        idx = arg_value(self, n.args[0], ctx)
+        target = self.out_target(n.args[1], ctx, "execute_meter's result")
+        tmp = ctx.temp()
+        em.line(f"{tmp} = {x}.execute({as_uint(idx)}, S[{H_NOW}], S[{sm['packet_length']}])")
+        em.line(f"if {tmp} is not None:")
+        em.indent()
+        self.store(target, tmp, ctx, n.loc)
+        em.dedent()
+        return None
+    if kind == "direct_counter" and name == "count":
+        need_args(self, n, 0, "direct_counter.count")
+        return None          # BMv2 counts when the table hits
+    if kind == "direct_meter" and name == "read":
+        need_args(self, n, 1, "direct_meter.read")
+        target = self.out_target(n.args[0], ctx, "direct_meter.read's result")
+        cur = self.scalar(target, n.loc)
+        self.store(target, f"{x}.read({as_uint(cur)})", ctx, n.loc)
+        return None
+    self.err(f"{kind} has no method '{name}' in this engine", n.loc)
+
+
+def _enum_member(self, node, ctx, enum, what):
+    v = self.expr(node, ctx)
+    if not (isinstance(v.type, T.EnumT) and v.type.name == enum and v.info):
+        self.err(f"{what} must be a {enum} member like {enum}.{'crc16' if enum == 'HashAlgorithm' else 'I2E'}",
+                 node.loc)
+    return v.info
+
+
+def _hash_fn(self, algo, loc):
+    from . import hashes
+    try:
+        hashes.algorithm(algo)
+    except hashes.HashError as e:
+        self.err(f"hash algorithm {algo}: {e}", loc)
+    name = f"HA_{algo}"
+    if name not in self.ns:
+        self.ns[name] = ("hash", algo)       # bound to hashes.algorithm(algo) per pipeline
+    return name
+
+
+def _sm_arg(self, node, ctx, what):
+    """A standard_metadata_t argument: {field: slot} of that struct (the pipeline's or a copy)."""
+    v = self.expr(node, ctx)
+    smt = self.types.get("standard_metadata_t")
+    if v.kind != "agg" or v.type != smt:
+        self.err(f"{what} takes standard_metadata", node.loc)
+    return {f: slot_add(v.slot, off) for f, off in smt.offsets().items()}
+
+
+def call_extern_func(self, fname, n, ctx):
+    em = ctx.em
+    sm = self.out.sm
+    role = ctx.block_role
+    if fname == "static_assert":
+        c = self.expr(n.args[0], ctx) if n.args else None
+        if c is None or not c.is_const:
+            self.err("static_assert needs a compile-time condition", n.loc)
+        if not c.const:
+            msg = self.expr(n.args[1], ctx).const if len(n.args) > 1 else "static_assert failed"
+            self.err(str(msg), n.loc)
+        return lit(True, T.BOOL)
+    if fname == "verify":
+        if ctx.where != "parser":
+            self.err("verify can only be used in a parser", n.loc)
+        need_args(self, n, 2, "verify")
+        c = self.cond_expr(n.args[0], ctx)
+        e = self.expr(n.args[1], ctx)
+        if not isinstance(e.type, T.ErrorT):
+            self.err("verify's second argument must be an error (error.X)", n.args[1].loc)
+        em.line(f"if not {c}: raise ParserError({e.code}, o)")
+        return None
+    if ctx.where == "parser" and fname not in ("log_msg", "assert", "assume"):
+        self.err(f"{fname} cannot be called in a parser (BMv2 allows only extract, lookahead, "
+                 f"advance, verify, log_msg and assignments there)", n.loc)
+    if fname == "mark_to_drop":
+        target = sm
+        if len(n.args) == 1:
+            target = _sm_arg(self, n.args[0], ctx, "mark_to_drop")
+        elif n.args:
+            self.err("mark_to_drop takes standard_metadata", n.loc)
+        em.line(f"S[{target['egress_spec']}] = 511")
+        em.line(f"S[{target['mcast_grp']}] = 0")
+        return None
+    if fname == "hash":
+        need_args(self, n, 5, "hash")
+        target = self.out_target(n.args[0], ctx, "hash's result")
+        algo = _enum_member(self, n.args[1], ctx, "HashAlgorithm", "hash's algorithm")
+        fn = _hash_fn(self, algo, n.args[1].loc)
+        base = arg_value(self, n.args[2], ctx)
+        data = self.expr(n.args[3], ctx)
+        mx = arg_value(self, n.args[4], ctx)
+        packed = self.pack_code(self.flatten(data, n.args[3].loc), ctx)
+        tw = T.width_of(target.type)
+        if mx.is_const:
+            m = int(mx.const) or 1
+            code = f"({as_uint(base)} + {fn}({packed}) % {m}) & {(1 << tw) - 1}"
+        else:
+            code = f"({as_uint(base)} + {fn}({packed}) % ({as_uint(mx)} or 1)) & {(1 << tw) - 1}"
+        self.store(target, code, ctx, n.loc)
+        return None
+    if fname == "random":
+        need_args(self, n, 3, "random")
+        target = self.out_target(n.args[0], ctx, "random's result")
+        lo = arg_value(self, n.args[1], ctx, target.type)
+        hi = arg_value(self, n.args[2], ctx, target.type)
+        a, b = ctx.temp(), ctx.temp()
+        em.line(f"{a} = {as_uint(lo)}; {b} = {as_uint(hi)}")
+        em.line(f"if {a} <= {b}:")
+        em.indent()
+        self.store(target, f"RANDINT({a}, {b})", ctx, n.loc)
+        em.dedent()
+        return None
+    if fname == "digest":
+        need_args(self, n, 2, "digest")
+        if role not in ("ingress", None):
+            self.err("digest can only be called in the ingress control (BMv2 learns at the end of ingress)",
+                     n.loc)
+        data = self.expr(n.args[1], ctx)
+        declared = self.resolve_type(n.targs[0]) if n.targs else None
+        info = self.digest_info(data, n, declared)
+        fields = self.flatten(data, n.args[1].loc)
+        vals = ", ".join(code for code, _, _ in fields)
+        em.line(f"S[{H_DIGEST}] = ({info.name!r}, ({vals},))")
+        return None
+    if fname in ("clone", "clone3", "clone_preserving_field_list"):
+        if role not in ("ingress", "egress", None):
+            self.err(f"{fname} can only be called in ingress or egress", n.loc)
+        want = {"clone": 2, "clone3": 3, "clone_preserving_field_list": 3}[fname]
+        need_args(self, n, want, fname)
+        kind = _enum_member(self, n.args[0], ctx, "CloneType", f"{fname}'s type")
+        if role is not None and (kind == "I2E") != (role == "ingress"):
+            self.err(f"clone type {kind} cannot be used in the {role} control "
+                     f"(I2E belongs in ingress, E2E in egress)", n.args[0].loc)
+        session = arg_value(self, n.args[1], ctx, T.BitT(32))
+        fl = "None"
+        if fname == "clone3":
+            fl = repr(self.anonymous_field_list(self.field_list_slots(self.expr(n.args[2], ctx), n.args[2].loc)))
+        elif fname == "clone_preserving_field_list":
+            fl = repr(self.const_int_val(n.args[2], ctx))
+        em.line(f"S[{H_CLONE}] = {as_uint(session)}")
+        em.line(f"S[{H_CLONE_FL}] = {fl}")
+        return None
+    if fname in ("resubmit", "resubmit_preserving_field_list", "recirculate",
+                 "recirculate_preserving_field_list"):
+        resub = fname.startswith("resubmit")
+        if role is not None and role != ("ingress" if resub else "egress"):
+            self.err(f"{fname} can only be called in the {'ingress' if resub else 'egress'} control", n.loc)
+        need_args(self, n, 1, fname)
+        if fname.endswith("field_list"):
+            fl = self.const_int_val(n.args[0], ctx)
+        else:
+            fl = self.anonymous_field_list(self.field_list_slots(self.expr(n.args[0], ctx), n.args[0].loc))
+        em.line(f"S[{H_RESUB if resub else H_RECIRC}] = {fl!r}")
+        return None
+    if fname == "truncate":
+        need_args(self, n, 1, "truncate")
+        v = arg_value(self, n.args[0], ctx, T.BitT(32))
+        tmp = ctx.temp()
+        em.line(f"{tmp} = {as_uint(v)}")
+        em.line(f"if S[{H_TRUNC}] is None or {tmp} < S[{H_TRUNC}]: S[{H_TRUNC}] = {tmp}")
+        return None
+    if fname in CHECKSUM_FUNCS:
+        if fname.startswith("verify") and role not in ("verify", None):
+            self.err(f"{fname} belongs in the verifyChecksum control", n.loc)
+        if fname.startswith("update") and role not in ("compute", None):
+            self.err(f"{fname} belongs in the computeChecksum control", n.loc)
+        need_args(self, n, 4, fname)
+        cond = self.cond_expr(n.args[0], ctx)
+        data = self.expr(n.args[1], ctx)
+        algo = _enum_member(self, n.args[3], ctx, "HashAlgorithm", f"{fname}'s algorithm")
+        fn = _hash_fn(self, algo, n.args[3].loc)
+        csum = self.expr(n.args[2], ctx)
+        if fname.startswith("update"):
+            csum = self.out_target(n.args[2], ctx, "the checksum field")
+        csum_s = self.scalar(csum, n.args[2].loc)
+        w = T.width_of(csum_s.type)
+        if w is None:
+            self.err("the checksum must be a bit<W> field", n.args[2].loc)
+        em.line(f"if {cond}:")
+        em.indent()
+        packed = self.pack_code(self.flatten(data, n.args[1].loc), ctx)
+        if fname.endswith("with_payload"):
+            packed = f"{packed} + S[{H_PKT}][S[{H_POFF}]:]"
+        value = f"{fn}({packed}) & {(1 << w) - 1}"
+        if fname.startswith("verify"):
+            em.line(f"if {value} != {as_uint(csum_s)}: S[{sm['checksum_error']}] = 1")
+        else:
+            self.store(csum, value, ctx, n.loc)
+        em.dedent()
+        return None
+    if fname == "log_msg":
+        if not n.args or n.args[0].kind != "string":
+            self.err("log_msg needs a string literal first", n.loc)
+        fmt = n.args[0].value
+        vals = []
+        if len(n.args) > 1:
+            data = self.expr(n.args[1], ctx)
+            vals = [code for code, _, _ in self.flatten(data, n.args[1].loc)]
+        em.line(f"if LOG is not None: LOG(logfmt({fmt!r}, ({', '.join(vals)}{',' if vals else ''})))")
+        return None
+    if fname in ("assert", "assume"):
+        need_args(self, n, 1, fname)
+        c = self.cond_expr(n.args[0], ctx)
+        where = f"{n.loc.file}:{n.loc.line}"
+        em.line(f"if not {c}: raise P4RuntimeFault({f'{fname} failed at {where}'!r})")
+        return None
+    self.err(f"extern function '{fname}' is not supported by this engine", n.loc)
+
+
+def digest_info(self, data, n, declared=None):
+    """The digest a digest() call sends: named after its struct type, as p4c names it in P4Info
+    (the type argument of digest<T> names it when the data is a list)."""
+    if isinstance(declared, T.StructT) and data.kind == "list":
+        if len(data.items) != len(declared.fields):
+            self.err(f"digest<{declared.name}>: {len(declared.fields)} fields expected, "
+                     f"the list has {len(data.items)}", n.args[1].loc)
+        data = agg(0, declared)
+    if data.kind == "agg" and isinstance(data.type, T.StructT):
+        t = data.type
+        name = anno_string(getattr(t, "annos", None), "name") or t.name
+        fields = []
+        for fname, ft in t.fields:
+            if ft.aggregate:
+                self.err(f"digest struct {t.name}: field '{fname}' must be a bit<W> value", n.loc)
+            fields.append((fname, T.width_of(ft)))
+    elif data.kind == "list":
+        name = f"digest_{self.digest_counter}"       # p4c counts anonymous digests from 0
+        self.digest_counter += 1
+        fields = [(f"field_{i}", w) for i, (_, w, _) in enumerate(self.flatten(data, n.loc))]
+        if any(w is None for _, w in fields):
+            self.err("a varbit field cannot be sent in a digest", n.loc)
+        t = None
+    else:
+        self.err("digest data must be a struct (or a list of fields)", n.args[1].loc)
+    old = self.out.digests.get(name)
+    if old is not None and old.fields != fields:
+        self.err(f"two digests are named '{name}' with different fields", n.loc)
+    info = old or DigestInfo(name, t, fields)
+    self.out.digests[name] = info
+    return info
+
+
+class ExternCallsMixin:
+    """Binds this module's calls as Compiler methods."""
+    call_extern_method = call_extern_method
+    call_extern_func = call_extern_func
+    digest_info = digest_info

@@ -1,0 +1,148 @@
+"""What the compiler produces and the tools read: the Compiled program and the metadata of its
+tables, actions, externs and digests (P4Info, the pipeline, STF and P4Runtime read these)."""
+from collections import OrderedDict
+
+from . import p4types as T
+from .syntax import Node
+
+
+# --------------------------------------------------------------------------------- program info
+class ActionInfo:
+    def __init__(self, name, decl, params, fn, annos):
+        self.name, self.decl, self.params, self.fn, self.annos = name, decl, params, fn, annos
+        # params: list of (name, direction, type); P4Info params are the directionless ones
+        self.inout_slots = {}
+
+    @property
+    def runtime_params(self):
+        return [(n, T.width_of(t) or 0) for n, d, t in self.params if d is None]
+
+
+class TableInfo:
+    def __init__(self, name, decl):
+        self.name, self.decl = name, decl
+        self.keys = []            # (name, match_kind, width, Val)
+        self.selector_keys = []   # (name, width, Val)
+        self.actions = []         # (ActionInfo, annos)
+        self.size = 1024
+        self.default_action = None     # (ActionInfo, args dict)
+        self.const_default = False
+        self.const_entries = None      # list of (keys, ActionCall, priority)
+        self.implementation = None     # ExternInfo
+        self.direct_counter = None
+        self.direct_meter = None
+        self.annos = decl.annos
+        self.obj = None
+        self.fn = None
+        self.idle_timeout = False
+        self.action_fns = {}      # action name -> wrapper binding the actions list's arguments
+
+
+class ExternInfo:
+    def __init__(self, name, type_name, args, annos, loc):
+        self.name, self.type_name, self.args, self.annos, self.loc = name, type_name, args, annos, loc
+        self.obj = None
+        self.pyname = None
+        self.width = None        # register element width / direct_meter result width
+        self.index_width = 32
+        self.size = 0
+        self.kind_arg = None     # counter/meter type, selector algorithm
+
+
+class DigestInfo:
+    def __init__(self, name, type_, fields):
+        self.name, self.type, self.fields = name, type_, fields   # fields: [(name, width)]
+
+
+def anno(annos, name):
+    for a in annos or []:
+        if a.name == name:
+            return a
+    return None
+
+
+def anno_string(annos, name):
+    a = anno(annos, name)
+    if a is None or not a.args:
+        return None
+    x = a.args[0]
+    if isinstance(x, Node) and x.kind == "string":
+        return x.value
+    if isinstance(x, Node) and x.kind == "int":
+        return x.value
+    return None
+
+
+def expr_text(node, member_name=None):
+    """Render an expression the way p4c names keys in P4Info (hdr.ipv4.dstAddr, ...).
+
+    member_name(node) may give a member's text in place of `base.field` (a struct field's @name)."""
+    def text(n):
+        return expr_text(n, member_name)
+
+    k = node.kind
+    if k == "name":
+        return node.name
+    if k == "member":
+        renamed = member_name(node) if member_name else None
+        return renamed if renamed is not None else f"{text(node.expr)}.{node.name}"
+    if k == "index":
+        return f"{text(node.expr)}[{text(node.index)}]"
+    if k == "slice":
+        return f"{text(node.expr)}[{text(node.hi)}:{text(node.lo)}]"
+    if k == "int":      # as p4c's Constant::toString: [width w|s] base prefix, digits
+        base = getattr(node, "base", 10)
+        digits = {16: "x", 8: "o", 2: "b"}
+        value = abs(node.value)
+        number = format(value, digits[base]) if base in digits else str(value)
+        prefix = f"0{digits[base]}" if base in digits else ""
+        width = f"{node.width}{'s' if node.signed else 'w'}" if node.width else ""
+        return f"{'-' if node.value < 0 else ''}{width}{prefix}{number}"
+    if k == "call" and node.func.kind == "member" and node.func.name == "isValid":
+        return f"{text(node.func.expr)}.$valid$"
+    if k == "call":
+        return f"{text(node.func)}()"
+    if k == "binop":
+        return f"{text(node.left)} {node.op} {text(node.right)}"
+    if k == "cast":
+        return text(node.expr)
+    if k == "type_member":
+        return f"{node.type_name}.{node.name}"
+    return k
+
+
+class Compiled:
+    """What the compiler produces (read by pipeline.py, p4info.py and the tools). Stable fields:
+
+    tables      {P4Info name: TableInfo}: .name .keys [(name, match_kind, width, Val)]
+                .selector_keys .actions [(ActionInfo, annotations)] .default_action
+                (ActionInfo, {param: int}) | None .const_default .const_entries .size
+                .implementation/.direct_counter/.direct_meter (ExternInfo | None) .annos .decl
+    actions     {name: ActionInfo}: .name .params [(name, direction, type)] .runtime_params
+                [(name, width)] .annos .decl
+    externs     {name: ExternInfo}: .name .type_name .size .width .kind_arg .annos .loc .obj
+    digests     {struct type name: DigestInfo}: .name .type .fields [(name, width)]
+    controller_headers  [(annotation string, HeaderT, annotations)]
+    called_actions / applied_tables  sets of names (P4Info leaves out the unused, like p4c)
+    errors      error names by value; field_lists {index: [slot]}
+    source, namespace, template, sm, *_region, entry_points: the generated code and its layout
+    """
+
+    def __init__(self):
+        self.source = ""
+        self.namespace = {}
+        self.template = []
+        self.sm = {}             # standard_metadata field -> slot
+        self.hdr_region = (0, 0)
+        self.meta_region = (0, 0)
+        self.sm_region = (0, 0)
+        self.tables = OrderedDict()      # name -> TableInfo
+        self.actions = OrderedDict()     # name -> ActionInfo
+        self.externs = OrderedDict()     # name -> ExternInfo
+        self.digests = OrderedDict()     # name -> DigestInfo
+        self.controller_headers = []     # (name, HeaderT, annos)
+        self.errors = []
+        self.field_lists = {}            # index -> list of slots (@field_list, clone3/resubmit data)
+        self.entry_points = {}           # V1Switch role -> generated function name
+        self.called_actions = set()      # actions called directly from a control body (not an action)
+        self.applied_tables = set()      # tables whose apply() appears somewhere
