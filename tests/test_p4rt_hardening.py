@@ -330,3 +330,41 @@ def test_a_controller_that_stops_reading_does_not_grow_the_switch():
     while not ctl.out.empty():
         items.append(ctl.out.get_nowait())
     assert items[-1] == ("end", code_pb2.CANCELLED, "bye")
+
+
+def test_a_p4info_whose_widths_differ_from_the_program_is_refused():
+    """Values are checked against the P4Info's widths: one that does not match the program (a
+    key or param wider than the program's) is INVALID_ARGUMENT at SetForwardingPipelineConfig."""
+    import os
+    from testbed.p4engine import compile_file
+    program = compile_file(os.path.join(os.path.dirname(__file__), "p4", "rt_tables_exact.p4"))
+    switch = Switch({n: SocketPort(n) for n in (1, 2)})
+    addr = f"127.0.0.1:{free_port()}"
+    srv = P4RuntimeServer(switch, device_id=1, address=addr, compiler=lambda cfg: program).start()
+    try:
+        primary = Stream(addr)
+        primary.arbitrate()
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(grpc.insecure_channel(addr))
+        for damage in ("key", "param", None):
+            p4info = type(program.p4info)()
+            p4info.CopyFrom(program.p4info)
+            if damage == "key":
+                p4info.tables[0].match_fields[0].bitwidth = 2 ** 31 - 1
+            elif damage == "param":
+                next(a for a in p4info.actions if a.params).params[0].bitwidth += 1
+            req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+                device_id=1, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY)
+            req.election_id.high, req.election_id.low = ELECTION
+            req.config.p4info.CopyFrom(p4info)
+            req.config.p4_device_config = b"(the fake compiler ignores this)"
+            if damage is None:
+                stub.SetForwardingPipelineConfig(req, timeout=60)
+                continue
+            with pytest.raises(grpc.RpcError) as err:
+                stub.SetForwardingPipelineConfig(req, timeout=60)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "bits" in err.value.details()
+        primary.close()
+    finally:
+        srv.stop()
+        switch.close()

@@ -543,10 +543,28 @@ def _check_p4info_matches(index, pipeline):
             name = item.name if hasattr(item, "name") else item.preamble.name
             if name not in engine:
                 raise invalid(f"P4Info {kind} {name!r} is not in the P4 program given as device config")
+            size = getattr(engine[name], "size", None)
+            if kind in ("counter", "meter", "register") and isinstance(size, int) and item.size != size:
+                raise invalid(f"P4Info {kind} {name!r} has {item.size} cells, the program's has {size}")
     for info in index.tables.values():
         table = pipeline.tables[info.name]
         if len(table.keys) != len(info.match_fields):
             raise invalid(f"P4Info table {info.name} has {len(info.match_fields)} match fields, "
                           f"the program's has {len(table.keys)}")
+        # widths too: values are checked against the P4Info's, so a wrong one would let values
+        # wider than the field through (or make the server build huge masks)
+        for field, key in zip(info.match_fields, table.keys):
+            width = getattr(key, "width", None)
+            if width is not None and field.bitwidth != width:
+                raise invalid(f"P4Info table {info.name} field {field.name} is {field.bitwidth} bits wide, "
+                              f"the program's is {width}")
+    compiled = getattr(getattr(pipeline, "program", None), "compiled", None)
+    for action in index.actions.values() if compiled is not None else ():
+        engine = compiled.actions.get(action.name)
+        params = dict(engine.runtime_params) if engine is not None else {}
+        for param in action.params:
+            if engine is not None and params.get(param.name) != param.bitwidth:
+                raise invalid(f"P4Info action {action.name} param {param.name} ({param.bitwidth} bits) does "
+                              f"not match the program's ({params.get(param.name, 'no such param')})")
         # The engine knows best when entries need priorities (e.g. several lpm keys).
         info.needs_priority = getattr(table, "needs_priority", info.needs_priority)
