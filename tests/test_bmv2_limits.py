@@ -157,3 +157,12 @@ def test_a_bmv2_fabric_checks_its_program_before_booting(tmp_path):
     with pytest.raises(FabricError, match=r"p4c-bm2-ss would refuse .*shift\.p4:\n.*\[bmv2 shift-amount\]"):
         FabricNet(clos, target="bmv2", program=prog, out_dir=tmp_path).check_bmv2_limits()
     FabricNet(clos, target="bmv2", out_dir=tmp_path).check_bmv2_limits()     # the shipped program
+
+
+def test_a_pipeline_pushed_to_a_bmv2_held_switch_is_refused_naming_the_limit():
+    """rocelab switch --target bmv2 compiles SetForwardingPipelineConfig's source with the limits."""
+    from testbed.p4rt.server import P4RuntimeError, compile_device_config
+    source = program(ingress="        hdr.eth.type = (bit<16>)1 << sm.ingress_port;").encode()
+    assert compile_device_config(source).compiled.tables is not None          # the engine runs it
+    with pytest.raises(P4RuntimeError, match=r"\[bmv2 shift-amount\] 1 << sm.ingress_port"):
+        compile_device_config(source, target="bmv2")

@@ -1,6 +1,6 @@
 """Compile in a short-lived child process, for long-running hosts such as the engine switch.
 
-    compile_source_isolated(text, filename="<string>", include_dirs=(), defines=None) -> Program
+    compile_source_isolated(text, filename="<string>", include_dirs=(), defines=None, target=None) -> Program
     compile_file_isolated(path, include_dirs=(), defines=None, target=None) -> Program
 
 Why: parsing and checking a program like p4/fabric.p4 grows the process by ~18 MB that the
@@ -29,10 +29,11 @@ COMPILE_SECONDS = 120          # fabric.p4 takes ~1 s on an idle core, a few on 
 COMPILE_MEMORY = 2 << 30       # address space of the compiler process (it uses ~0.3 GB)
 
 
-def compile_source_isolated(text, filename="<string>", include_dirs=(), defines=None, sandboxed=False):
+def compile_source_isolated(text, filename="<string>", include_dirs=(), defines=None, sandboxed=False,
+                            target=None):
     """Like compile_source, run in a child process; raises P4Error."""
     return _run_child({"text": text, "filename": filename, "include_dirs": tuple(include_dirs),
-                       "defines": defines, "sandboxed": sandboxed})
+                       "defines": defines, "sandboxed": sandboxed, "target": target})
 
 
 def compile_file_isolated(path, include_dirs=(), defines=None, target=None):
@@ -84,7 +85,8 @@ def _serve(request):
                                    target=request.get("target"))
         else:
             program = compile_source(request["text"], request["filename"], request["include_dirs"],
-                                     request["defines"], sandboxed=request.get("sandboxed", False))
+                                     request["defines"], sandboxed=request.get("sandboxed", False),
+                                     target=request.get("target"))
     except P4Error as e:
         return ("error", e.diagnostics, e.source_map)
     except MemoryError:

@@ -33,9 +33,10 @@ LOG = logging.getLogger("rocelab.p4rt")
 Request = p4runtime_pb2.SetForwardingPipelineConfigRequest
 
 
-def compile_device_config(device_config):
+def compile_device_config(device_config, target=None):
     """Default compiler: the device config is P4_16 source, compiled by the engine in a child
-    process (testbed/p4engine/isolated.py: the parse would leave ~18 MB in this one for good)."""
+    process (testbed/p4engine/isolated.py: the parse would leave ~18 MB in this one for good).
+    target="bmv2" also refuses what p4c-bm2-ss would (rocelab switch --target bmv2)."""
     try:
         text = device_config.decode("utf-8")
     except UnicodeDecodeError:
@@ -47,7 +48,7 @@ def compile_device_config(device_config):
     except ImportError as exc:
         raise P4RuntimeError(code_pb2.UNAVAILABLE, f"the P4 engine is not available: {exc}") from None
     try:
-        return compile_source_isolated(text, filename="<p4_device_config>", sandboxed=True)
+        return compile_source_isolated(text, filename="<p4_device_config>", sandboxed=True, target=target)
     except P4Error as exc:
         raise invalid(f"P4 program does not compile:\n{exc}") from None
 

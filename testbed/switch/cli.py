@@ -103,6 +103,7 @@ def _fail(message, status=2):
 
 def run(args):
     import os
+    from functools import partial
     import signal
     import threading
     import time
@@ -147,7 +148,7 @@ def run(args):
             print(str(exc), file=sys.stderr)
             return 1
 
-    from testbed.p4rt.server import P4RuntimeServer
+    from testbed.p4rt.server import P4RuntimeServer, compile_device_config
     from testbed.switch.agent import AgentServer, EngineAgent
     from testbed.switch.datapath import Switch
     from testbed.switch.pcap import PortCaptures
@@ -175,7 +176,9 @@ def run(args):
             egress.set_pfc(pfc_prios)
         egress.set_impairments(args.delay_us, args.jitter_us, args.loss)
 
-    server = P4RuntimeServer(switch, device_id=args.device_id, address=args.grpc_server_addr)
+    # pipelines pushed later are held to the same target's limits as the program given here
+    server = P4RuntimeServer(switch, device_id=args.device_id, address=args.grpc_server_addr,
+                             compiler=partial(compile_device_config, target=args.target))
     agent_server = None
     try:
         server.start()
