@@ -184,3 +184,23 @@ def test_ctrl_c_writes_an_interrupted_summary(tmp_path):
     assert summary["status"] == "interrupted"
     assert {h["status"] for h in summary["hosts"]} == {"interrupted"}
     assert not list(out.glob("*.tmp")), "nothing half-written"
+
+
+def test_faults_at_simulated_times(tmp_path):
+    from testbed.sim.faults import parse_fault
+    clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=2, link_rate_mbps=RATE, clock="virtual"))
+    faults = [parse_fault(text, clos) for text in
+              ("switch:spine2:down@100us", "nic:h4:slow=25%@0")]
+    job = job_for(clos, "ring_allreduce", [16 << 20], mtu=profile.NIC_MTU)
+    with Experiment(clos, out=tmp_path / "f", pcap=False, clock="virtual", log=lambda m: None) as exp:
+        result = exp.run_phase("f", job, FabricSettings(), faults=faults)
+    assert result["collective"]["status"] == "ok", result["errors"]
+    assert [e["fault"] for e in result["fault_events"]] == ["nic:h4:slow=25%@0us", "switch:spine2:down@100us"]
+    assert result["fault_events"][1]["t_s"] > result["fault_events"][0]["t_s"]
+    # the slow receiver paused its leaf; after the spine died, only spine1 carried traffic on
+    slow = next(h for h in result["hosts"] if h["name"] == "h4")
+    assert slow["pfc_tx"] > 0
+    with pytest.raises(ValueError, match="no link between"):
+        parse_fault("link:leaf1-leaf2:down@1us", clos)
+    with pytest.raises(ValueError, match="KIND:TARGET"):
+        parse_fault("spine1 down", clos)

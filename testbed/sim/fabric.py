@@ -57,7 +57,7 @@ class SimFabric:
         self.scheduler = Scheduler()
         self.nodes = {}
         self.hosts_by_name = {}
-        self.wires = {}               # (node, port) -> the Wire leaving that end
+        self.wires = []               # (from node, to node, Wire): every cable, both directions
         self.datagrams = DatagramNet(self.scheduler)
         self.controller = None
         self.timings = {}
@@ -102,7 +102,6 @@ class SimFabric:
                 captures = PortCaptures(str(self.pcap_dir), {n: sw.intf(n) for n in sw.ports},
                                         clock=sched.now, nanoseconds=True)
             node = SimSwitch(sched, sw, CPU_PORT, captures, seed=self.seed, buffer_config=profile.buffer_config())
-            node.switch.rng = node.rng
             node.server = P4RuntimeServer(node.switch, device_id=sw.device_id,
                                           address=f"unix:{self._socket_dir}/{sw.name}.p4rt",
                                           compiler=self._compile).start()
@@ -139,24 +138,22 @@ class SimFabric:
             return program
 
     def _cable(self, link):
-        sched = self.scheduler
+        """Two wires, one per direction; each delivers to the node at its far end."""
         ends = []
         for name, port in ((link.a, link.a_port), (link.b, link.b_port)):
             if name in self.hosts_by_name:
-                host = self.hosts_by_name[name]
-                ends.append((host.nic_port, host.nic_port.deliver, self.clos.hosts[name].nics[port]))
+                nic_port = self.hosts_by_name[name].nic_port
+                ends.append((nic_port, nic_port.deliver))
             else:
                 node = self.nodes[name]
-                ends.append((node.ports[port], (lambda frame, _n=node, _p=port: _n.receive(_p, frame)),
-                             self.clos.switches[name].ports[port]))
-        kind = "host" if link.a in self.hosts_by_name or link.b in self.hosts_by_name else "fabric"
-        delay = self.cable_s[kind]
-        (a_port, a_in, _), (b_port, b_in, _) = ends
+                ends.append((node.ports[port], lambda frame, _n=node, _p=port: _n.receive(_p, frame)))
+        host_link = link.a in self.hosts_by_name or link.b in self.hosts_by_name
+        delay = self.cable_s["host" if host_link else "fabric"]
+        (a_port, a_in), (b_port, b_in) = ends
         rate = link.rate_mbps * 1e6
-        a_port.wire = Wire(sched, rate, delay, b_in)
-        b_port.wire = Wire(sched, rate, delay, a_in)
-        self.wires[(link.a, link.a_port)] = a_port.wire
-        self.wires[(link.b, link.b_port)] = b_port.wire
+        a_port.wire = Wire(self.scheduler, rate, delay, b_in)
+        b_port.wire = Wire(self.scheduler, rate, delay, a_in)
+        self.wires += [(link.a, link.b, a_port.wire), (link.b, link.a, b_port.wire)]
 
     def port_models(self, node):
         return {n: PortModel(rate_mbps=p.rate_mbps, **self.port_defaults)
@@ -197,23 +194,20 @@ class SimFabric:
     def link_status(self, a, b, up):
         """Take the cable(s) between switches `a` and `b` down or up (both directions), and tell
         the controller, as `link a b down` does on a booted fabric."""
-        for (node, port), wire in self.wires.items():
-            if node in (a, b) and node in self.clos.switches and self.clos.peer(node, port)[0] in (a, b):
+        for src, dst, wire in self.wires:
+            if {src, dst} == {a, b}:
                 wire.up = up
         if self.controller is not None:
             self.controller.link_status(a, b, up)
 
     def switch_down(self, name):
         """The switch stops: queues lost, every cable of it dark, the controller routes around it."""
-        node = self.nodes[name]
-        node.crash()
-        peers = sorted({p.peer for p in node.clos_switch.ports.values()})
-        for (owner, port), wire in self.wires.items():
-            if owner == name or (owner in self.clos.switches and self.clos.peer(owner, port)[0] == name) \
-                    or (owner in self.hosts_by_name and any(p.peer == owner for p in node.clos_switch.ports.values())):
+        self.nodes[name].crash()
+        for src, dst, wire in self.wires:
+            if name in (src, dst):
                 wire.up = False
         if self.controller is not None:
-            for peer in peers:
+            for peer in sorted({p.peer for p in self.clos.switches[name].ports.values()}):
                 if peer in self.clos.switches:
                     self.controller.link_status(name, peer, False)
 

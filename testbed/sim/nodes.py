@@ -54,7 +54,7 @@ class SimSwitch:
         self.agent = EngineAgent(self.switch)     # what `rocelab switch` serves on its agent socket
         for port in self.switch.egress_ports.values():
             port._rng.seed(f"{seed}/{self.name}/{port.number}")
-        self.rng = random.Random(f"{seed}/{self.name}/p4")
+        self.switch.rng = random.Random(f"{seed}/{self.name}/p4")    # the P4 `random` extern
         self.server = None
         self.models = {}
         self._service_at = None
