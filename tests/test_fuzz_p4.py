@@ -1,6 +1,7 @@
 """Fuzzing the P4-side boundaries: STF files into `rocelab p4 test`'s runner, mutated P4 programs
 into the compiler (and the packets of those that compile into their pipeline), P4Runtime
-messages into the engine's server, requests into the switch agent.
+messages (Write, Read, SetForwardingPipelineConfig with damaged P4Infos, StreamChannel) into
+the engine's server, requests into the switch agent.
 
 Bounded and seeded in `make test` (a fixed number of inputs each, a few seconds); with
 ROCELAB_FUZZ_SECONDS set (`make fuzz`) they run for that long (shared). Each prints its figure
@@ -416,6 +417,39 @@ def _random_update(rng, p4info):
     return update
 
 
+def _mutated_p4info(rng, p4info):
+    """The program's P4Info with a few structural faults (ids, names, widths, sizes, refs)."""
+    info = type(p4info)()
+    info.CopyFrom(p4info)
+    objects = [o for group in (info.tables, info.actions, info.counters, info.registers, info.meters,
+                               info.action_profiles, info.direct_counters, info.digests) for o in group]
+    for _ in range(rng.randint(1, 3)):
+        o = rng.choice(objects)
+        pick = rng.randrange(8)
+        if pick == 0:
+            o.preamble.id = rng.choice([0, objects[0].preamble.id, 2 ** 32 - 1])
+        elif pick == 1:
+            o.preamble.name = rng.choice(["", objects[0].preamble.name, "x" * 1000])
+        elif pick == 2 and info.tables and info.tables[0].match_fields:
+            rng.choice(info.tables).match_fields[0].bitwidth = rng.choice([0, 1, 2 ** 31 - 1])
+        elif pick == 3:
+            for a in info.actions:
+                for param in a.params:
+                    param.bitwidth = rng.choice([0, min(param.bitwidth + 1, 2 ** 31 - 1), 2 ** 31 - 1])
+        elif pick == 4 and info.tables:
+            rng.choice(info.tables).action_refs.add(id=rng.randrange(2 ** 32))
+        elif pick == 5:
+            for group in (info.counters, info.registers, info.meters):
+                for x in group:
+                    x.size = rng.choice([-1, 0, 2 ** 31 - 1])
+        elif pick == 6 and info.tables:
+            rng.choice(info.tables).implementation_id = rng.randrange(2 ** 32)
+        else:
+            for r in info.registers:
+                r.type_spec.Clear()
+    return info
+
+
 def _statuses(err):
     """Per-update canonical codes of a failed Write (empty if the error carries none)."""
     from google.rpc import status_pb2
@@ -464,6 +498,18 @@ def test_fuzz_p4runtime_messages_into_the_engine_server(p4rt_server, capfd):
             what = req
             try:
                 list(stub.Read(req, timeout=RPC_HANG_SECONDS))
+                continue
+            except grpc.RpcError as err:
+                code, per_update = err.code(), []
+        elif pick < 0.95:
+            req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+                device_id=1, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY)
+            req.election_id.low = 1
+            req.config.p4info.CopyFrom(_mutated_p4info(rng, p4info))
+            req.config.p4_device_config = b"(the fixture's compiler returns the loaded program)"
+            what = req.config.p4info
+            try:
+                stub.SetForwardingPipelineConfig(req, timeout=RPC_HANG_SECONDS)
                 continue
             except grpc.RpcError as err:
                 code, per_update = err.code(), []
