@@ -33,7 +33,7 @@ def ratio(text):
 # Upper bounds of the emulation: far beyond what a lab needs, low enough that timers and
 # buffers computed from them stay meaningful (an hour of delay is not a link).
 MAX_RATIO = 1000.0
-MAX_LINK_RATE_MBPS = 100_000.0
+MAX_LINK_RATE_MBPS = 1_600_000.0  # 1.6T: virtual time; real time is held to 10G by ClosSpec.validate
 MAX_DELAY_US = 10_000_000.0  # 10 s
 MAX_QUEUE_DEPTH = 1 << 20
 MAX_COUNT = 1024  # switches or hosts of one kind
