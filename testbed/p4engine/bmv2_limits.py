@@ -27,6 +27,7 @@ layout: headers a whole number of bytes, one varbit per header, clone I2E only i
 and E2E only in egress, resubmit in ingress, recirculate in egress, no 'random' hash.
 """
 from .errors import P4Error
+from .program_info import expr_text
 
 MAX_SHIFT_BITS = 8
 MAX_SHIFT_CONSTANT = 1 << MAX_SHIFT_BITS
@@ -44,11 +45,6 @@ def limits_for(target):
     if target == "bmv2":
         return Bmv2Limits()
     raise ValueError(f"unknown target {target!r} (engine or bmv2)")
-
-
-def _text(node):
-    from .program_info import expr_text
-    return expr_text(node)
 
 
 class Bmv2Limits:
@@ -73,11 +69,11 @@ class Bmv2Limits:
             return                  # p4c folds a shift by zero into its left operand
         if width is not None and width > MAX_SHIFT_BITS:
             self._breach("shift-amount", node.loc,
-                         f"{_text(node)}: shift amount limited to {MAX_SHIFT_BITS} bits on this target "
+                         f"{expr_text(node)}: shift amount limited to {MAX_SHIFT_BITS} bits on this target "
                          f"(the amount is bit<{width}>; cast it to bit<{MAX_SHIFT_BITS}>)")
         elif width is None and amount.is_const and amount.const > MAX_SHIFT_CONSTANT:
             self._breach("shift-amount", node.loc,
-                         f"{_text(node)}: shift amount limited to {MAX_SHIFT_CONSTANT} on this target")
+                         f"{expr_text(node)}: shift amount limited to {MAX_SHIFT_CONSTANT} on this target")
 
     # ------------------------------------------------------------------ declarations
     def action_param(self, param, ptype):
@@ -129,7 +125,7 @@ class Bmv2Limits:
             node = node.value
         if node.kind not in SIMPLE_EXPRESSIONS:
             self._breach("checksum-control", node.loc,
-                         f"{_text(node)}: computations are not supported in {function} on this target "
+                         f"{expr_text(node)}: computations are not supported in {function} on this target "
                          f"(compute the value in ingress or egress into a field)")
             return
         for item in getattr(node, "items", None) or ():
