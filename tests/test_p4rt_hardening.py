@@ -368,3 +368,31 @@ def test_a_p4info_whose_widths_differ_from_the_program_is_refused():
     finally:
         srv.stop()
         switch.close()
+
+
+def test_big_failing_batches_still_reach_the_client_and_the_controller_names_the_failure(server):
+    """A Write's status travels in gRPC metadata, which clients cap: per-update messages are
+    shortened, and a batch too big to list gets a summary (not 'Stream removed'). The fabric
+    controller's writer reads partial failures without hanging (p4runtime-shell's iterator
+    never ends on the OK entries)."""
+    from testbed.control.p4runtime_io import ControlError, SwitchConnection
+    primary = Stream(server["addr"])
+    primary.arbitrate()
+    for count in (100, 1000):
+        with pytest.raises(grpc.RpcError) as err:
+            _write(server["stub"], *[_entry(b"\x02\x00") for _ in range(count)])
+        assert err.value.code() == grpc.StatusCode.UNKNOWN
+        codes = _codes(err.value) if count == 100 else None
+        assert codes is None or codes == [code_pb2.OUT_OF_RANGE] * count
+        if count == 1000:
+            assert "1000 of 1000 updates failed" in err.value.details()
+    primary.close()
+    conn = SwitchConnection("s1", server["addr"], 1, election_id=(0, 9), rpc_timeout=20)
+    conn.connect(timeout=20)
+    try:
+        good, bad = _entry(b"\x03"), _entry(b"\x02\x00")
+        with pytest.raises(ControlError) as err:
+            conn.write([("INSERT", good.entity, "good entry"), ("INSERT", bad.entity, "too wide")])
+        assert "INSERT too wide: OUT_OF_RANGE" in str(err.value) and "good entry" not in str(err.value)
+    finally:
+        conn.close()

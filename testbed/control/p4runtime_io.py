@@ -12,7 +12,7 @@ import time
 import grpc
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
-from p4runtime_sh.p4runtime import (P4RuntimeClient, P4RuntimeException, P4RuntimeWriteException,
+from p4runtime_sh.p4runtime import (P4RuntimeClient, P4RuntimeException,
                                     SSLOptions)
 
 from testbed.control.entries import CloneSession, Entry
@@ -26,6 +26,23 @@ DEFAULT_RPC_TIMEOUT = 5.0
 #: when a whole fabric compiles at once on a loaded machine).
 DEFAULT_PIPELINE_TIMEOUT = 60.0
 CLOSE_WAIT = 1.0           # seconds for a switch to end the stream before it is cancelled
+
+
+class _BatchFailed(Exception):
+    """A Write's per-update errors: [(index, p4.v1.Error)] for the failed ones. Parsed here, not
+    by p4runtime-shell's P4RuntimeWriteException, whose iterator never ends once it meets the
+    OK entries a batch with some successes carries."""
+
+    def __init__(self, rpc_error):
+        super().__init__()
+        from google.rpc import status_pb2
+        self.summary = rpc_error.details() or "Write failure"
+        self.errors = []
+        raw = dict(rpc_error.trailing_metadata() or ()).get("grpc-status-details-bin")
+        for index, detail in enumerate(status_pb2.Status.FromString(raw).details if raw else ()):
+            error = p4runtime_pb2.Error()
+            if detail.Unpack(error) and error.canonical_code != code_pb2.OK:
+                self.errors.append((index, error))
 
 
 class ControlError(RuntimeError):
@@ -350,12 +367,12 @@ class SwitchConnection:
                     client.stub.Write(req, timeout=self.rpc_timeout)
                 except grpc.RpcError as exc:
                     if exc.code() == grpc.StatusCode.UNKNOWN:   # per-update errors in the details
-                        raise P4RuntimeWriteException(exc) from None
+                        raise _BatchFailed(exc) from None
                     raise
-            except P4RuntimeWriteException as exc:
+            except _BatchFailed as exc:
                 details = "; ".join(
                     f"{batch[i][0]} {batch[i][2]}: {code_pb2.Code.Name(err.canonical_code)} "
-                    f"{err.message}" for i, err in exc.errors)
+                    f"{err.message}" for i, err in exc.errors if i < len(batch)) or exc.summary
                 raise ControlError(f"{self.name}: write {what} failed: {details}") from None
             except Exception as exc:
                 raise (self._no_answer(exc, self.rpc_timeout, f"write {what}".strip())
