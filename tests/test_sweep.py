@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -97,6 +98,14 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys):
     with socket.socket() as s:      # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
+    not_dask = socket.create_server(("127.0.0.1", 0))     # a server that answers, but not as Dask
+
+    def answer():
+        for _ in range(2):
+            conn, _ = not_dask.accept()
+            with conn:
+                conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n" * 4)
+    threading.Thread(target=answer, daemon=True).start()
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"vary": {"hash": ["qpn"]}, "sedes": 2}))
     yaml_spec = tmp_path / "sweep.yaml"     # read: its 2 knob values x 2 seeds exceed a budget of 3
@@ -108,6 +117,7 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys):
         (["--vary", "hash="], "an empty value"),
         (["--seeds", "2000", "--vary", "hash=5tuple,qpn"], "4000 points, more than the budget of 1000"),
         (["--scheduler", f"tcp://127.0.0.1:{closed}"], "not reachable"),
+        (["--scheduler", f"tcp://127.0.0.1:{not_dask.getsockname()[1]}"], "no Dask scheduler answered"),
         (["--vary", "hash=qpn", "--", "--clock", "real"], "a sweep runs virtual time only"),
         (["--spec", str(spec)], "unknown key 'sedes'"),
         (["--spec", str(yaml_spec), "--max-points", "3"], "the grid has 4 points, more than the budget of 3"),
@@ -122,6 +132,7 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys):
         assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (args, err)
         assert not out.exists(), args
         assert time.monotonic() - t0 < 60      # a hang would never end; not a speed goal
+    not_dask.close()
 
 
 def test_grid_values_with_commas_and_stable_point_ids():

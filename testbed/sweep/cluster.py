@@ -67,6 +67,23 @@ def _probe(address, timeout_s):
             pass
     except (OSError, ValueError) as exc:
         raise ClusterError(f"--scheduler {address}: not reachable ({_one_line(exc)})") from None
+    # Something listens: is it a Dask scheduler? (Dask's own Client, given another server, can
+    # hang in its handshake and again when it is collected; a bare handshake fails cleanly.)
+    import asyncio
+    try:
+        asyncio.run(_handshake(address, timeout_s))
+    except Exception as exc:
+        raise ClusterError(f"--scheduler {address}: no Dask scheduler answered within {timeout_s} s "
+                           f"({_one_line(exc)})") from None
+
+
+async def _handshake(address, timeout_s):
+    import asyncio
+    from distributed.comm import connect
+    from distributed.security import Security
+    args = Security().get_connection_args("client")     # TLS settings from Dask's configuration
+    comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **args), timeout_s + 1)
+    await comm.close()
 
 
 def worker_threads(client):
