@@ -81,19 +81,6 @@ def test_each_point_equals_its_single_rocelab_run(local_sweep, tmp_path, capsys)
         assert comparable(alone) == comparable(summaries[row["id"]]), row["id"]
 
 
-def test_python_api_returns_the_summaries_of_option_lists(local_sweep, tmp_path):
-    from testbed.sweep import summaries
-    from testbed.sweep.grid import GridError
-
-    _, local = points_of(local_sweep[1])
-    qpn = next(s for s in local.values() if s["config"]["fabric"]["hash"] == "qpn")
-    found = summaries([BASE + ["--hash", "qpn", "--no-pcap"]], tmp_path / "api", workers=1, names=["qpn"])
-    assert len(found) == 1 and comparable(found[0]) == comparable(qpn)
-    with pytest.raises(GridError, match="--hash"):
-        summaries([BASE + ["--hash", "nope"]], tmp_path / "never")
-    assert not (tmp_path / "never").exists()
-
-
 def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys):
     with socket.socket() as s:      # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -196,6 +183,20 @@ def test_same_points_on_a_separate_scheduler_and_workers(dask_cluster, local_swe
         assert comparable(summary) == comparable(local[point_id]), point_id
     ran_on = {row["worker"].rsplit(":", 1)[1] for row in doc["points"]}
     assert ran_on <= {str(pid) for pid in pids.values()}
+
+
+def test_python_api_returns_the_summaries_of_option_lists(dask_cluster, local_sweep, tmp_path):
+    from testbed.sweep import summaries
+    from testbed.sweep.grid import GridError
+
+    _, local = points_of(local_sweep[1])
+    qpn = next(s for s in local.values() if s["config"]["fabric"]["hash"] == "qpn")
+    found = summaries([BASE + ["--hash", "qpn", "--no-pcap"]], tmp_path / "api", scheduler=dask_cluster[0],
+                      names=["qpn"])
+    assert len(found) == 1 and comparable(found[0]) == comparable(qpn)
+    with pytest.raises(GridError, match="--hash"):
+        summaries([BASE + ["--hash", "nope"]], tmp_path / "never")
+    assert not (tmp_path / "never").exists()
 
 
 def test_a_worker_killed_mid_point_loses_nothing(dask_cluster, local_sweep, tmp_path):
