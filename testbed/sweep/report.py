@@ -147,6 +147,7 @@ def write_plots(out, rows, knobs, max_series=8):
                 err = [[t[1] - t[2] for t in values], [t[3] - t[1] for t in values]]
                 ax.errorbar(xs, means, yerr=err, marker="o", capsize=4, label=series)
             ax.set_xticks(range(len(order)), order)
+            _readable_y(ax, [v for vs in data.values() for t in vs for v in t[1:4]])
             ax.set_xlabel(knob)
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
@@ -163,6 +164,17 @@ def write_plots(out, rows, knobs, max_series=8):
         plt.close(fig)
         names.append({"knob": knob, "file": name})
     return names
+
+
+def _readable_y(ax, values):
+    """Plain tick labels, and a range of at least +-5% around the data: a difference in the
+    fourth digit must not fill the plot as if it mattered (nor hide behind an axis offset)."""
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    if not values:
+        return
+    lo, hi = min(values), max(values)
+    middle, half = (lo + hi) / 2, max((hi - lo) / 2 * 1.15, abs(lo + hi) / 2 * 0.05, 1e-9)
+    ax.set_ylim(middle - half, middle + half)
 
 
 def render_page(doc, columns, plots):
