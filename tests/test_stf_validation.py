@@ -62,6 +62,8 @@ def test_control_plane_values_are_checked_per_line(line, message):
     ("expect 99999999999999999999999 00", "out of range"),
     ("packet ٣ 00", "expected a port number"),
     ("x" * 5000, "unknown command 'xxxx"),
+    ("add t " + "9" * 5000 + " k:1 a()", "add: priority: '99999999"),
+    ("add t 2147483648 k:1 a()", "add: priority: '2147483648' does not fit in bit<30>"),
 ])
 def test_malformed_lines_name_file_line_and_reason(line, message):
     with pytest.raises(stf.StfError) as info:

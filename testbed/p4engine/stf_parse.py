@@ -238,7 +238,8 @@ def _parse_add(rest):
     priority = None
     words = words[1:]
     if words and re.fullmatch(r"\d+", words[0]):
-        priority = int(words[0])
+        # P4Runtime priorities are int32 (the engine adds STF_PRIORITY_OFFSET)
+        priority = fitting(parse_number(words[0], "add: priority"), 30, "add: priority", words[0])
         words = words[1:]
     keys = []
     for word in words:
