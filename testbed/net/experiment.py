@@ -242,7 +242,7 @@ class Experiment:
         """Before a phase: a switch process that died (between phases, or while the knobs were
         set) ends the run here, named, rather than as a controller timeout or rank failures.
         Virtual time has no processes to die (its faults are events: --fault)."""
-        if self.clock == "virtual":
+        if getattr(self.fabric, "clock_kind", "real") == "virtual":
             return
         from testbed.net.fabric_errors import SwitchStartError
         from testbed.net.watchdog import Watchdog
