@@ -199,6 +199,23 @@ def test_python_api_returns_the_summaries_of_option_lists(dask_cluster, local_sw
     assert not (tmp_path / "never").exists()
 
 
+def test_a_failing_point_is_recorded_and_the_others_go_on(dask_cluster, tmp_path):
+    address, _ = dask_cluster
+    out = tmp_path / "failing"
+    # a 1 us timeout ends the collective before it can finish: the run fails, deterministically
+    cmd = ["sweep", "--out", str(out), "--scheduler", address, "--vary", "timeout-s=0.000001,30", "--", *BASE]
+    assert rocelab(cmd) == 1
+    doc, summaries = points_of(out)
+    rows = {row["knob:timeout-s"]: row for row in doc["points"]}
+    assert doc["status"] == "complete" and doc["counts"]["ok"] == 1 and doc["counts"]["failed"] == 1
+    assert rows["30"]["status"] == "ok" and rows["0.000001"]["status"] == "failed"
+    assert "timed out" in rows["0.000001"]["error"]
+    assert summaries[rows["0.000001"]["id"]]["status"] == "failed"
+    assert rocelab(cmd) == 1            # a failed point is a result: a rerun keeps it, runs nothing
+    doc, _ = points_of(out)
+    assert doc["counts"]["resumed"] == 2
+
+
 def test_a_worker_killed_mid_point_loses_nothing(dask_cluster, local_sweep, tmp_path):
     from distributed import Client
 
