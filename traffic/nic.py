@@ -478,8 +478,8 @@ class Nic:
     def _transmit(self, now, budget=64):
         """Send up to `budget` data packets that pacing, PFC and windows allow; returns how many."""
         data_prio = self.cfg.classes["data"].priority
-        if self.paused_until[data_prio] > now:
-            return 0
+        if self.paused_until[data_prio] > now or self.next_send > now:
+            return 0            # paused, or the line-rate pacer has no credit yet
         qps = self._qp_list
         n = len(qps)
         if not n:
@@ -727,10 +727,10 @@ class Nic:
         if got or sent:
             return True
         wait = max_wait
-        if any(qp.has_work() for qp in self._qp_list):
+        soonest = min((qp.next_send for qp in self._qp_list if qp.has_work()), default=None)
+        if soonest is not None:
             data_prio = self.cfg.classes["data"].priority
-            ready = max(self.next_send, self.paused_until[data_prio],
-                        min((qp.next_send for qp in self._qp_list if qp.has_work()), default=now))
+            ready = max(self.next_send, self.paused_until[data_prio], soonest)
             wait = min(wait, max(0.0, ready - now))
         if self.next_ack_due is not None:       # a delayed ACK must not wait for the next frame
             wait = min(wait, max(TIMER_TICK_S, self.next_ack_due - now))
