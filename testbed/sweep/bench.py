@@ -35,16 +35,11 @@ def _serial(points, tmp):
 
 
 def _on_cluster(points, tmp, workers):
-    from distributed import Client, LocalCluster
-    from testbed.sweep.cluster import WORKER_SETUP, _quiet_dask_logs
+    from testbed.sweep.cluster import client_for
     from testbed.sweep.runner import run_points
-    import logging
 
-    _quiet_dask_logs()
     t0 = time.monotonic()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, silence_logs=logging.ERROR, preload=[WORKER_SETUP]) as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with client_for(None, workers) as client:       # exactly the cluster `rocelab sweep` starts
         client.wait_for_workers(workers)
         started = time.monotonic() - t0
         t1 = time.monotonic()

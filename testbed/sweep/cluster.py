@@ -11,6 +11,8 @@ import re
 CONNECT_TIMEOUT_S = 5
 _ADDRESS = re.compile(r"^(tcp|tls|inproc|ws|wss|ucx)://\S+$|^[A-Za-z0-9.\-\[\]:]+:\d+$")
 WORKER_SETUP = "testbed.sweep.worker_setup"
+LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
+                       "distributed.admin.system-monitor.interval": "2s"}
 
 
 class ClusterError(RuntimeError):
@@ -42,9 +44,13 @@ def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
         finally:
             client.close()
         return
+    import dask
     n = workers or os.cpu_count() or 1
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=logging.ERROR, preload=[WORKER_SETUP])
+    # The workers' statistical profiler samples the running point's stack every 10 ms: CPU a
+    # pure-Python simulation pays for a profile nobody reads here.
+    with dask.config.set(LOCAL_WORKER_CONFIG):
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None, silence_logs=logging.ERROR, preload=[WORKER_SETUP])
     try:
         client = Client(cluster, set_as_default=False)
         try:
