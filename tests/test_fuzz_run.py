@@ -487,6 +487,7 @@ def test_fuzz_frames_into_a_running_engine_switch(engine_leaf):
     rss_warm = rss_peak = None
     warm_at = time.monotonic() + (budget.seconds * 0.2 if budget.long else 0)
     batch = []
+    trajectory, next_sample = [], 0.0   # RSS (MB) about every tenth of the run
     for i in budget:
         frame = _fuzz_frame(bases, rng)
         port = rng.choice([1, 1, 1, 2, 3])
@@ -520,6 +521,9 @@ def test_fuzz_frames_into_a_running_engine_switch(engine_leaf):
         if rss_warm is None and time.monotonic() >= warm_at:
             rss_warm = rss
         rss_peak = max(rss_peak or 0, rss)
+        if time.monotonic() >= next_sample:
+            trajectory.append(rss >> 20)
+            next_sample = time.monotonic() + max(budget.seconds / 10, 1.0)
     try:
         rig["ctl"].read_counters("leaf1")  # P4Runtime still answers
     except Exception as exc:
@@ -531,7 +535,7 @@ def test_fuzz_frames_into_a_running_engine_switch(engine_leaf):
     rss_end = _rss_bytes(pid)
     print(f"  forwarded {forwarded} frames ({malformed} malformed), {refused} not sendable by the host kernel; "
           f"switch RSS warm {rss_warm and rss_warm >> 20} MB, peak {rss_peak and rss_peak >> 20} MB, "
-          f"end {rss_end >> 20} MB")
+          f"end {rss_end >> 20} MB (over the run: {trajectory} MB)")
     tally.report()
     if budget.long:  # memory must stay flat over a long run (a leak grows with the inputs)
         assert abs(rss_end - rss_warm) <= 0.10 * rss_warm, (rss_warm, rss_end)
