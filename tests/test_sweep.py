@@ -150,7 +150,8 @@ def dask_cluster(tmp_path_factory):
 
     def start(args):
         log = open(tmp / f"{len(procs)}.log", "w")
-        procs.append(subprocess.Popen([str(DASK), *args], stdout=log, stderr=subprocess.STDOUT, env=ENV,
+        env = {**ENV, "DASK_TEMPORARY_DIRECTORY": str(tmp)}    # their scratch space dies with the test's
+        procs.append(subprocess.Popen([str(DASK), *args], stdout=log, stderr=subprocess.STDOUT, env=env,
                                       cwd=tmp, start_new_session=True))
         log.close()
     try:
