@@ -23,7 +23,7 @@ GROUPS = {
     "lab": ("testbed.labs.cli", "guided labs: ECMP collisions, QPN hashing, TE, incast+CTS, flowlets"),
     "te": ("testbed.te.cli", "the traffic-engineering app (Ryu framework)"),
     "demo": ("testbed.demo", "the main demo (what `make demo` runs)"),
-    "bench": ("testbed.bench", "benchmarks: engine, switch, traffic, boot (figures, not tests)"),
+    "bench": ("testbed.bench", "benchmarks: engine, switch, traffic, boot, sim, sweep (figures, not tests)"),
     "clean": ("testbed.cleanup", "remove leftovers of crashed runs (only what rocelab created)"),
 }
 

@@ -56,6 +56,21 @@ def _from_files(p4info_path, device_config_path):
 
 
 def _engine(path):
+    """The program compiled for its P4Info: once per version of the file per process (a sweep
+    worker or a lab runs many fabrics of the same program; an edited #include is seen by the
+    next process)."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _ENGINE_CONFIGS:
+        _ENGINE_CONFIGS.clear()          # one program version at a time is all a process needs
+        _ENGINE_CONFIGS[key] = _compile_engine(path)
+    return _ENGINE_CONFIGS[key]
+
+
+_ENGINE_CONFIGS = {}
+
+
+def _compile_engine(path):
     try:
         from testbed.p4engine import P4Error, compile_file
     except ImportError as exc:

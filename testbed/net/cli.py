@@ -166,7 +166,7 @@ def prepare(args):
         job = job_for(clos, args.pattern, args.size or [1 << 20], nranks=args.ranks, placement=args.placement,
                       iterations=args.iterations, warmup=args.warmup, channels=args.channels,
                       qps_per_connection=args.qps_per_conn, cts=args.cts, dcqcn=args.dcqcn, timeout_s=args.timeout_s,
-                      mtu=NIC_MTU_VIRTUAL if virtual else 1024)
+                      mtu=NIC_MTU_VIRTUAL if virtual else 1024, seed=args.seed)
         faults = []
         if virtual:
             from testbed.sim.budget import check_budget

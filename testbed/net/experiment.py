@@ -73,7 +73,8 @@ def parse_ecn(text):
 
 
 def job_for(clos, pattern, sizes, nranks=None, placement="topology", iterations=1, warmup=0, channels=1,
-            qps_per_connection=1, cts=True, dcqcn=False, chunk_bytes=65536, mtu=1024, timeout_s=None, name=None):
+            qps_per_connection=1, cts=True, dcqcn=False, chunk_bytes=65536, mtu=1024, timeout_s=None, name=None,
+            seed=0):
     """A validated traffic job (traffic/job.py format) for the hosts of `clos`: rank i runs on
     NIC 0 of the i-th placed host, sends everything to its leaf port's MAC, and its NIC
     paces at the host link rate. Raises ExperimentError before anything exists."""
@@ -84,7 +85,7 @@ def job_for(clos, pattern, sizes, nranks=None, placement="topology", iterations=
               "gateway_mac": h.nics[0].gateway_mac, "leaf": h.nics[0].leaf} for h in clos.hosts.values()]
     rate = clos.spec.link_rate_mbps
     try:
-        ranks = place(hosts, nranks, placement)
+        ranks = place(hosts, nranks, placement, seed)   # seed: which shuffle 'random' placement is
         if timeout_s is None:
             # Generous: ten times the time the busiest rank needs at line rate, plus set-up.
             n = len(ranks)

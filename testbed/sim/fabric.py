@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from testbed.clos import CPU_PORT
+from testbed.net.fabric_errors import FabricError
 from testbed.net.port_model import PortModel
 from testbed.sim import faults as sim_faults, profile
 from testbed.sim.nodes import DatagramNet, SimHost, SimSwitch
@@ -27,11 +28,13 @@ from testbed.sim.scheduler import Process, Scheduler
 from testbed.sim.wire import Wire
 
 LOSSLESS_PRIORITIES = (3,)
+_PROGRAMS = {}                 # P4 source -> compiled Program (compiled programs are read-only)
+_COMPILE_LOCK = threading.Lock()
 SAMPLE_INTERVAL_S = 10e-6
 
 
-class SimFabricError(RuntimeError):
-    pass
+class SimFabricError(FabricError):
+    """A virtual fabric that cannot be built (caught like real time's boot errors: one line)."""
 
 
 class SimFabric:
@@ -62,8 +65,6 @@ class SimFabric:
         self.controller = None
         self.timings = {}
         self.fault_log = []           # [{t_s, fault}] as they happened
-        self._programs = {}
-        self._compile_lock = threading.Lock()
         self._socket_dir = None
 
     # --- clock ---
@@ -111,12 +112,16 @@ class SimFabric:
         for link in self.clos.links:
             self._cable(link)
         addresses = {name: node.server.address for name, node in self.nodes.items()}
-        ctl = FabricController(self.clos, program=self.program, target="engine", addresses=addresses,
-                               seed=self.seed, **self.controller_options)
-        self.controller = ctl
-        ctl.connect()
-        ctl.push_pipeline()
-        ctl.install_defaults()
+        from testbed.control.p4runtime_io import ControlError
+        try:
+            ctl = FabricController(self.clos, program=self.program, target="engine", addresses=addresses,
+                                   seed=self.seed, **self.controller_options)
+            self.controller = ctl
+            ctl.connect()
+            ctl.push_pipeline()
+            ctl.install_defaults()
+        except (ControlError, ValueError) as exc:       # KnobError is a ValueError
+            raise SimFabricError(f"programming the virtual fabric: {exc}") from None
         for node in self.nodes.values():
             node.models = self.port_models(node)
             node.apply_port_models(self.pfc_priorities, self.watchdog_s)
@@ -124,17 +129,18 @@ class SimFabric:
         return self
 
     def _compile(self, device_config):
-        """Every switch gets the same program: compile it once (each still has its own pipeline)."""
+        """Every switch gets the same program: compile it once per process (each switch still
+        has its own pipeline; a sweep's worker reuses it for every point)."""
         from testbed.p4engine import P4Error, compile_source
         from testbed.p4rt.errors import invalid
-        with self._compile_lock:
-            program = self._programs.get(device_config)
+        with _COMPILE_LOCK:
+            program = _PROGRAMS.get(device_config)
             if program is None:
                 try:
                     program = compile_source(device_config.decode("utf-8"), filename=str(self.program))
                 except (P4Error, UnicodeDecodeError) as exc:
                     raise invalid(f"P4 program does not compile:\n{exc}") from None
-                self._programs[device_config] = program
+                _PROGRAMS[device_config] = program
             return program
 
     def _cable(self, link):
