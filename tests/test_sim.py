@@ -81,12 +81,12 @@ def test_same_seed_same_summary_other_seed_other_placement(tmp_path):
     assert on_disk == json.loads(json.dumps({k: v for k, v in a.items() if k != "plots"}))
 
 
-def _incast(tmp_path, pfc, name, size):
+def _incast(tmp_path, pfc, name, size, headroom=None):
     spec = ClosSpec(spines=1, leaves=17, hosts_per_leaf=1, link_rate_mbps=RATE, clock="virtual")
     # 8 MB per sender (with PFC) over 4 QPs: more than one QP's window (512 packets), so the leaves' uplink
     # queues pass XOFF once the spine pauses them, and the pause reaches the NICs.
     return run_virtual(tmp_path, "incast", [size], spec=spec, cts=False, name=name, qps_per_connection=4,
-                       settings=FabricSettings(pfc=pfc), port_defaults={"queue_depth": 2048})
+                       settings=FabricSettings(pfc=pfc, pfc_headroom=headroom), port_defaults={"queue_depth": 2048})
 
 
 def test_incast_16_to_1_lossless_with_pfc_and_drops_without(tmp_path):
@@ -96,8 +96,13 @@ def test_incast_16_to_1_lossless_with_pfc_and_drops_without(tmp_path):
     assert sum(q["pfc_tx"] for q in on["queues"]) > 0
     senders = [h for h in on["hosts"] if h["rank"] != 0]
     assert sum(h["pfc_rx"] for h in senders) > 0, "PFC must reach the sending NICs"
+    assert sum(q["headroom_drops"] for q in on["queues"]) == 0
     off = _incast(tmp_path, False, "pfc-off", 32 << 20)
     assert sum(q["drops"] for q in off["queues"] if q["priority"] == 3) > 0
+    # The buffer model is what makes it lossless: with no headroom behind XOFF, what the
+    # upstreams still send after the pause was asked for has nowhere to go.
+    bare = _incast(tmp_path, True, "no-headroom", 32 << 20, headroom=0)
+    assert sum(q["headroom_drops"] for q in bare["queues"]) > 0
 
 
 def _rocelab(args, **kw):
