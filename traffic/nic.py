@@ -154,6 +154,13 @@ class Message:
         self.context = context
 
 
+def udp_source_port(local_qpn, remote_qpn):
+    """The UDP source port of a QP's packets: RoCEv2 NICs derive it from the QP pair, for
+    ECMP entropy (0xC000..0xFFFF, like the dynamic port range)."""
+    h = (local_qpn * 0x9E3779B1 ^ remote_qpn * 0x85EBCA6B) & 0xFFFFFFFF
+    return 0xC000 | ((h ^ (h >> 14)) & 0x3FFF)
+
+
 class QueuePair:
     """One RC QP: requester and responder state, counters, frame templates."""
 
@@ -166,9 +173,7 @@ class QueuePair:
         self.peer_mac = peer_mac
         self.context = context            # the owner's tag (e.g. a connection); passed to callbacks
         self.rkey = rkey
-        # RoCEv2 NICs derive the UDP source port from the QP pair, for ECMP entropy.
-        h = (local_qpn * 0x9E3779B1 ^ remote_qpn * 0x85EBCA6B) & 0xFFFFFFFF
-        self.sport = 0xC000 | ((h ^ (h >> 14)) & 0x3FFF)
+        self.sport = udp_source_port(local_qpn, remote_qpn)
         self._templates = {}
         # requester
         self.pending = deque()

@@ -44,6 +44,8 @@ class Phase:
     job: dict                   # traffic/job.py format
     before: Optional[Callable] = None   # before(experiment) -> dict
     label: dict = field(default_factory=dict)  # what distinguishes this phase, for the row
+    faults: tuple = ()          # virtual time: testbed.sim.faults.Fault events during the phase
+    after: Optional[Callable] = None    # after(experiment) -> dict, once the traffic is over
 
 
 @dataclass
@@ -126,15 +128,17 @@ class Lab:
 def build_clos(lab, quick, grpc_base_port=50000, shape=None):
     from testbed.clos import ClosSpec, TopologyError, build
     try:
-        return build(ClosSpec(**(shape or lab.shape(quick)), grpc_base_port=grpc_base_port))
+        return build(ClosSpec(**(shape or lab.shape(quick)), grpc_base_port=grpc_base_port,
+                              clock=getattr(lab, "clock", "real")))
     except TopologyError as exc:
         raise LabError(f"lab {lab.name}: {exc}") from None
 
 
 def run_lab(lab, out, quick=False, target="engine", name_prefix=None, grpc_base_port=50000, state_dir=None,
-            shape=None, pcap=True, log=print):
+            shape=None, pcap=True, log=print, clock="real", seed=0):
     """Boot the lab's Clos once, run its phases, write OUT/lab.json (+ lab.png); returns the lab dict.
-    Raises LabError / ExperimentError (bad request) or FabricError (machine) before traffic."""
+    Raises LabError / ExperimentError (bad request) or FabricError (machine) before traffic.
+    clock "virtual": the same phases on the simulated clock with `seed` (testbed/labs/virtual.py)."""
     from testbed.net.experiment import Experiment
 
     out = Path(out)
@@ -145,15 +149,18 @@ def run_lab(lab, out, quick=False, target="engine", name_prefix=None, grpc_base_
     out.mkdir(parents=True, exist_ok=True)
     log(f"*** lab {lab.name}: {lab.title}; {len(phases)} phase(s), output in {out}")
     t0 = time.monotonic()
-    with Experiment(clos, target=target, out=out, pcap=pcap, log=log, name_prefix=name_prefix,
-                    state_dir=state_dir, port_defaults=dict(lab.port_defaults)) as exp:
+    options = dict(name_prefix=name_prefix, state_dir=state_dir) if clock == "real" else {}
+    with Experiment(clos, target=target, out=out, pcap=pcap, log=log, clock=clock, seed=seed,
+                    port_defaults=dict(lab.port_defaults), **options) as exp:
         for phase in phases:
             if errors_fatal:
                 break  # a switch or rank process died: later phases would run on a broken fabric
             facts = phase.before(exp) if phase.before else {}
-            for attempt in range(1, RETRIES + 2):
+            retries = RETRIES if clock == "real" else 0   # virtual time: the same seed fails the same way
+            for attempt in range(1, retries + 2):
                 where = phase.name if attempt == 1 else f"{phase.name}-attempt{attempt}"  # no stale rank reports
-                summary = exp.run_phase(phase.name, phase.job, phase.settings, out / where)
+                summary = exp.run_phase(phase.name, phase.job, phase.settings, out / where,
+                                        **({"faults": phase.faults} if phase.faults else {}))
                 errors += [f"{phase.name} (attempt {attempt}): {e}" for e in summary["errors"]]
                 if summary["collective"]["status"] == "ok":
                     break
@@ -163,6 +170,8 @@ def run_lab(lab, out, quick=False, target="engine", name_prefix=None, grpc_base_
                     break
                 log(f"*** {phase.name}: the collective failed (attempt {attempt}); see {out / where}/ranks/")
             scale = summary["scale"]
+            if phase.after:
+                facts = {**facts, **phase.after(exp)}
             figures = lab.row(phase, summary, {**facts, "dir": str(out / where)})  # rows go to JSON
             rows.append({"phase": phase.name, "dir": where, **phase.label, **figures,
                          "attempts": attempt, "status": summary["collective"]["status"]})

@@ -11,8 +11,10 @@ Same bytes, same fabric; the figures are the peak queue depth (packets), PFC fra
 switches sent, time queues spent paused, drops, and how long the incast took.
 """
 from testbed.control.knobs import DEFAULT_PFC_XOFF, DEFAULT_PFC_XON
-from testbed.labs import metrics
+from testbed.labs import metrics, production
 from testbed.labs.base import Column, Lab, Phase, pyplot
+from testbed.labs.virtual import Finding, VirtualLab
+from testbed.sim import profile
 
 PER_SENDER_BYTES = 64 * 1024
 # Grants go out in 4-packet chunks. Per connection every sender may hold 16 KB; the
@@ -116,3 +118,159 @@ def _admission(cts):
 
 
 LAB = Incast()
+
+
+# --- virtual time: the paper's Table 3 ---------------------------------------------------
+
+# Receiver-wide CTS budget: 16 chunks of 64 KB (one per sender) = 1 MB in flight at most, a
+# quarter of the PFC XOFF threshold of the receiver's leaf port (testbed/sim/profile.py).
+V_CHUNK_BYTES = 64 * 1024
+V_BUDGET_BYTES = 16 * V_CHUNK_BYTES
+SLOW_RECEIVER = 0.25           # "restricted the bandwidth of the receiver ... to only 25%"
+
+
+def _rank_pauses(phase_dir):
+    """{host: seconds its NIC spent paused on the lossless priority} from the phase's rank reports."""
+    import json
+    from pathlib import Path
+    out = {}
+    for path in sorted(Path(phase_dir, "ranks").glob("rank*.json")):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        paused = report.get("paused_seconds_by_priority") or [0.0] * 8
+        out[report.get("host")] = paused[3]
+    return out
+
+
+class VirtualIncast(Incast, VirtualLab):
+    title = "16:1 incast at 400G: streaming vs receiver-driven (CTS) Gather vs Gather with a slow receiver"
+    finding = ("with PFC only, streaming 16:1 incast pauses every tier back to the sending NICs; NCCL Gather "
+               "with receiver-driven admission (CTS) causes no PFC; with the receiver at 25% its NIC pauses "
+               "its leaf ~75% of the time but the leaf absorbs it: no back-pressure to the spine (Table 3)")
+    columns = [Column("admission", "admission"),
+               Column("down_pfc_per_s", "leaf1->spine PFC (/s)", "{:.0f}"),
+               Column("spine_pfc_per_s", "spine->sender leaves PFC (/s)", "{:.0f}"),
+               Column("sender_paused_share", "sender NICs paused", "{:.1%}"),
+               Column("receiver_pause_share", "receiver pauses its leaf", "{:.0%}"),
+               Column("receiver_queue_pkts", "receiver port peak (pkts)"),
+               Column("drops", "drops"), Column("time_us", "time (us)", "{:.0f}")]
+    port_defaults = production.PORTS
+    findings = [
+        Finding("stream_sender_paused", "streaming (perftest-like): PFC reaches the sending NICs",
+                "Perftest: PFC 350K/s leaf->spine, 183K/s spine->leaves, sender NICs paused 10% of the time",
+                holds=lambda v: v > 0, direction="sender NICs paused (> 0%)", paper_value=0.10, fmt="{:.1%}"),
+        Finding("gather_pfc", "Gather with CTS: PFC frames anywhere in the fabric",
+                "Gather: 0 PFC on every tier", holds=lambda v: v == 0, direction="none (0)", paper_value=0,
+                fmt="{:.0f}"),
+        Finding("slow_receiver_pause_share", "Gather, receiver at 25%: share of time the receiver pauses its leaf",
+                "receiving NIC sent TX pause to its leaf 75% of the time", holds=lambda v: v > 0.5,
+                direction="most of the time (> 50%)", paper_value=0.75, fmt="{:.0%}"),
+        Finding("slow_receiver_upstream_pfc", "Gather, receiver at 25%: PFC from its leaf to the spine",
+                "the leaf absorbed it all: no back-pressure to the spines", holds=lambda v: v == 0,
+                direction="none (0)", paper_value=0, fmt="{:.0f}"),
+        Finding("lossless_drops", "lossless drops, all phases", "a lossless fabric drops nothing",
+                holds=lambda v: v == 0, direction="0", paper_value=0, fmt="{:.0f}"),
+    ]
+
+    def shape(self, quick):
+        # The paper's 16:1: every sender behind its own leaf (RTSW), all through one spine (CTSW).
+        return dict(spines=1, leaves=17, hosts_per_leaf=1, link_rate_mbps=profile.LINK_RATE_MBPS,
+                    oversubscription=1.0)
+
+    def phases(self, clos, quick):
+        from testbed.net.experiment import FabricSettings, job_for
+        from testbed.sim.faults import parse_fault
+        n = 17
+        per_sender = (6 if quick else 8) << 20
+        out = []
+        for name, cts, slow in (("stream", None, False), ("gather-cts", V_BUDGET_BYTES, False),
+                                ("gather-cts-slow-rx", V_BUDGET_BYTES, True)):
+            job = job_for(clos, "incast", [n * per_sender], nranks=n, cts=bool(cts), chunk_bytes=V_CHUNK_BYTES,
+                          mtu=profile.NIC_MTU, name=f"incast-{name}")
+            if cts:
+                job["cts"] = {"enabled": True, "buffer_bytes": V_CHUNK_BYTES, "budget_bytes": cts}
+            receiver = clos.hosts[job["ranks"][0]["host"]]
+            faults = (parse_fault(f"nic:{receiver.name}:slow={SLOW_RECEIVER:.0%}@0", clos),) if slow else ()
+            label = {"admission": ("none (streaming)" if not cts else f"CTS, {cts >> 20} MB receiver budget")
+                     + (f", receiver at {SLOW_RECEIVER:.0%}" if slow else ""),
+                     "incast": f"{n - 1}:1", "receiver": receiver.name,
+                     "receiver_switch": receiver.nics[0].leaf, "receiver_port": receiver.nics[0].leaf_port}
+            out.append(Phase(name, FabricSettings(hash="5tuple", pfc=True), job, label=label, faults=faults))
+        return out
+
+    def row(self, phase, summary, facts):
+        row = super().row(phase, summary, facts)
+        seconds = (summary["collective"]["time_us"] or 0) / 1e6 or None
+        leaf, port = phase.label["receiver_switch"], phase.label["receiver_port"]
+        clos_links = {(l["from"], l["from_port"]): l["to"] for l in summary["links"]}
+        q = summary["queues"]
+        # PFC a switch's MAC received on a port = pauses sent to it by the switch on the other end.
+        down = sum(r["pfc_rx"] for r in q if r["switch"].startswith("spine") and clos_links.get(
+            (r["switch"], r["port"])) == leaf)
+        up = sum(r["pfc_rx"] for r in q if r["switch"].startswith("leaf") and r["switch"] != leaf
+                 and clos_links.get((r["switch"], r["port"]), "").startswith("spine"))
+        receiver_q = [r for r in q if (r["switch"], r["port"]) == (leaf, port)]
+        pauses = _rank_pauses(facts["dir"])
+        senders = [s for h, s in pauses.items() if h != phase.label["receiver"]]
+        row.update({"down_pfc": down, "spine_pfc": up,
+                    "down_pfc_per_s": down / seconds if seconds else None,
+                    "spine_pfc_per_s": up / seconds if seconds else None,
+                    "sender_paused_share": (max(senders, default=0.0) / seconds) if seconds else None,
+                    "receiver_pause_share": (sum(r["paused_us"] for r in receiver_q) / 1e6 / seconds
+                                             if seconds else None),
+                    "time_us": summary["collective"]["time_us"],
+                    "lossless_drops": sum(r["drops"] for r in q if r["priority"] == 3)})
+        return row
+
+    def notes(self, clos, rows):
+        return {"receiver": "rank 0 behind leaf1; 16 senders, each behind its own leaf, all through spine1",
+                "buffers": f"{profile.QUEUE_PACKETS} frames per egress queue, PFC XOFF/XON "
+                           f"{profile.PFC_XOFF_PACKETS}/{profile.PFC_XON_PACKETS} frames of {profile.FRAME_BYTES} B",
+                "CTS": f"Gather: one {V_CHUNK_BYTES >> 10} KB chunk per grant, {V_BUDGET_BYTES >> 20} MB in flight "
+                       "per receiver at most"}
+
+    def figures(self, seed_lab):
+        rows = {r["phase"]: r for r in seed_lab["phases"]}
+        stream, gather, slow = rows.get("stream", {}), rows.get("gather-cts", {}), rows.get("gather-cts-slow-rx", {})
+        return {"stream_sender_paused": stream.get("sender_paused_share"),
+                "gather_pfc": (gather.get("pfc_frames") if gather.get("status") == "ok" else None),
+                "slow_receiver_pause_share": slow.get("receiver_pause_share"),
+                "slow_receiver_upstream_pfc": (slow.get("down_pfc") if slow.get("status") == "ok" else None),
+                "lossless_drops": sum(r.get("lossless_drops") or 0 for r in seed_lab["phases"])}
+
+    def plots(self, result, out):
+        from testbed.labs.base import pyplot
+        plt = pyplot()
+        keys = [("down_pfc_per_s", "leaf1 -> spine PFC (frames/s)", None),
+                ("spine_pfc_per_s", "spine -> sender leaves PFC (frames/s)", None),
+                ("sender_paused_share", "sender NICs paused (% of time)", 10),
+                ("receiver_pause_share", "receiver pauses its leaf (% of time)", 75)]
+        fig, axes = plt.subplots(1, len(keys), figsize=(13, 3.6))
+        phases = [r["phase"] for r in result["seeds_detail"][0]["phases"]]
+        width = 0.8 / len(result["seeds_detail"])
+        for ax, (key, label, paper) in zip(axes, keys):
+            scale = 100 if "share" in key else 1
+            for i, d in enumerate(result["seeds_detail"]):
+                ax.bar([x + i * width for x in range(len(d["phases"]))],
+                       [(r.get(key) or 0) * scale for r in d["phases"]], width, label=f"seed {d['seed']}")
+            if paper is not None:
+                ax.axhline(paper, color="tab:red", linestyle="--", label=f"the paper: {paper}%")
+            ax.set_xticks([x + 0.4 - width / 2 for x in range(len(phases))], phases, rotation=20, ha="right",
+                          fontsize=7)
+            ax.set_title(label, fontsize=9)
+            ax.set_ylabel("%" if scale == 100 else "frames per second")
+        axes[-1].legend(fontsize=7)
+        fig.suptitle("16:1 incast at 400G: where PFC goes (per phase, per seed)", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(out / "incast.png", dpi=100)
+        plt.close(fig)
+        return [{"file": "incast.png", "title": "PFC by tier, streaming vs CTS-admitted Gather",
+                 "caption": "Streaming (no admission) fills the receiver's leaf and the spine: pauses go leaf1 -> "
+                            "spine -> every sender's leaf -> the sending NICs. Gather with CTS keeps at most 1 MB in "
+                            "flight: no PFC anywhere. With the receiver at 25% its NIC pauses leaf1 most of the time, "
+                            "yet leaf1 never pauses the spine. Red dashes: the paper's Table 3."}]
+
+
+VIRTUAL = VirtualIncast()

@@ -65,6 +65,7 @@ class SimFabric:
         self.controller = None
         self.timings = {}
         self.fault_log = []           # [{t_s, fault}] as they happened
+        self.link_listeners = []      # fn(a, b, up) after a link changed (the TE service: testbed/te/virtual.py)
         self._socket_dir = None
 
     # --- clock ---
@@ -205,6 +206,8 @@ class SimFabric:
                 wire.up = up
         if self.controller is not None:
             self.controller.link_status(a, b, up)
+        for listener in list(self.link_listeners):
+            listener(a, b, up)
 
     def switch_down(self, name):
         """The switch stops: queues lost, every cable of it dark, the controller routes around it."""

@@ -63,21 +63,22 @@ class RateMeter:
 class Hint:
     key: DemandKey
     rate_mbps: float
-    expires: Optional[float]  # time.monotonic() deadline, None = until removed
+    expires: Optional[float]  # deadline on the hints' clock, None = until removed
 
 
 class DemandHints:
-    def __init__(self):
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
         self.hints: Dict[DemandKey, Hint] = {}
 
     def set(self, key, rate_mbps, ttl_s=None):
-        self.hints[key] = Hint(key, float(rate_mbps), None if ttl_s is None else time.monotonic() + ttl_s)
+        self.hints[key] = Hint(key, float(rate_mbps), None if ttl_s is None else self.clock() + ttl_s)
 
     def remove(self, key):
         return self.hints.pop(key, None) is not None
 
     def current(self):
-        now = time.monotonic()
+        now = self.clock()
         for key in [k for k, h in self.hints.items() if h.expires is not None and h.expires < now]:
             del self.hints[key]
         return {k: h.rate_mbps for k, h in self.hints.items()}

@@ -139,7 +139,9 @@ class ProcessProgrammer(OverrideProgrammer):
 class FabricProgrammer(OverrideProgrammer):
     """Adapter to ``testbed.control.FabricController`` (lives in the worker process)."""
 
-    def __init__(self, clos, controller=None):
+    def __init__(self, clos, controller=None, clock=time.monotonic):
+        """`clock`: what counter samples are stamped with (virtual time: the simulated clock)."""
+        self.clock = clock
         if controller is None:
             try:
                 from testbed.control import FabricController
@@ -175,7 +177,7 @@ class FabricProgrammer(OverrideProgrammer):
                 raw.update(self.controller.read_counters(name))
             except Exception as exc:
                 unreachable[name] = f"{type(exc).__name__}: {exc}"
-        sample = normalize_counters(raw, time.monotonic())
+        sample = normalize_counters(raw, self.clock())
         sample.unreachable = unreachable
         return sample
 

@@ -45,16 +45,21 @@ class Active:
 
 class TEService:
     def __init__(self, clos, programmer, interval_s=5.0, min_rate_mbps=0.01, lock=None,
-                 watch_operstate=True, remember_intervals=3, intf_format=None):
+                 watch_operstate=True, remember_intervals=3, intf_format=None, clock=time.monotonic,
+                 min_interval_s=MIN_INTERVAL_S):
+        """`clock`: seconds of the clock intervals and rates are measured on (virtual time passes
+        its simulated clock, with a `min_interval_s` in microseconds; testbed/sim/te.py)."""
         self.clos = clos
         self.graph = FabricGraph(clos)
         self.programmer = programmer
+        self.clock = clock
+        self.min_interval_s = min_interval_s
         self.interval_s = self._check_interval(interval_s)
         self.min_rate_mbps = min_rate_mbps
         self.remember_intervals = remember_intervals
         self.lock = lock or threading.RLock()
         self.meter = RateMeter()
-        self.hints = DemandHints()
+        self.hints = DemandHints(clock)
         self.watcher = OperstateWatcher(clos, intf_format=intf_format) if watch_operstate else None
         self.active: Dict[DemandKey, Active] = {}
         self.manual: Dict[DemandKey, Override] = {}
@@ -71,9 +76,8 @@ class TEService:
     def _log(self, kind, **detail):
         self.events.append(dict(detail, event=kind, time=round(time.time(), 3)))
 
-    @staticmethod
-    def _check_interval(seconds):
-        return fields.number(seconds, "interval_s", MIN_INTERVAL_S, MAX_INTERVAL_S)
+    def _check_interval(self, seconds):
+        return fields.number(seconds, "interval_s", self.min_interval_s, MAX_INTERVAL_S)
 
     def _key(self, leaf, ingress_port, dst_prefix):
         """Validate an override key; returns it with the destination leaf."""
@@ -114,7 +118,7 @@ class TEService:
             return None
         self._log("withdrawn", reason=why, origin=act.origin, **act.override.as_dict())
         if act.origin == "cspf" and act.rate_mbps > 0:
-            self.remembered[key] = (act.rate_mbps, time.monotonic())
+            self.remembered[key] = (act.rate_mbps, self.clock())
         self._remove_from_switch(act.override)
         return act.override
 
@@ -234,7 +238,7 @@ class TEService:
     def _demands(self):
         measured = dict(self.meter.demand_mbps)
         horizon = self.remember_intervals * self.interval_s
-        now = time.monotonic()
+        now = self.clock()
         for key, (rate, seen) in list(self.remembered.items()):
             if now - seen > horizon:
                 del self.remembered[key]
@@ -249,7 +253,7 @@ class TEService:
         self.meter.update(sample)
         for key, rate in self.meter.demand_mbps.items():
             if rate > self.min_rate_mbps:
-                self.remembered[key] = (rate, time.monotonic())
+                self.remembered[key] = (rate, self.clock())
 
     def optimize(self, reason="requested"):
         with self.lock:
@@ -285,7 +289,7 @@ class TEService:
             except ProgrammerError as exc:
                 errors.append(str(exc))
         self.runs += 1
-        self.last_run_at = time.monotonic()
+        self.last_run_at = self.clock()
         self.last_run = {
             "run": self.runs, "reason": reason, "demands": len(demands),
             "placed": len(self.plan.placements), "unroutable": [k.as_dict() for k in self.plan.unroutable],
@@ -301,7 +305,7 @@ class TEService:
         """Called often by the app's timer: link polling, and a run when the interval is up."""
         self.poll_links()
         with self.lock:
-            due = self.last_run_at is None or time.monotonic() - self.last_run_at >= self.interval_s
+            due = self.last_run_at is None or self.clock() - self.last_run_at >= self.interval_s
             if due:
                 return self._optimize("interval")
         return None

@@ -1,0 +1,210 @@
+"""Labs in virtual time: production units, several seeds, the paper's figure beside ours.
+
+A :class:`VirtualLab` is a :class:`~testbed.labs.base.Lab` whose phases run on the simulated
+clock (testbed/sim/) at 400G with the paper's thresholds, once per seed. It declares its
+:class:`Finding` s: what the paper measured (its figure, in its words and numbers) and how
+to read the same figure from one seed's phases. :func:`run_virtual` runs the seeds, checks
+each finding's direction per seed, and writes OUT/lab.json (schema "rocelab-lab/2"),
+OUT/index.html (testbed/labs/report.py) and the plots.
+
+lab.json (rocelab-lab/2):
+
+    {"schema", "lab", "title", "finding", "clock": "virtual", "quick", "seeds": [1, 2, 3],
+     "command": "rocelab lab ecmp ...", "topology": {...}, "scale": {...},
+     "findings": [{"key", "title", "paper", "paper_value", "unit", "direction",
+                   "values": [per seed], "mean", "min", "max", "holds": [bool per seed],
+                   "holds_count", "text"}],
+     "seeds_detail": [{"seed", "dir", "figures": {...}, "phases": [rows], "notes", "errors"}],
+     "plots": [{"file", "title", "caption"}], "pcaps": ["seed1/pcap/...", ...],
+     "elapsed_s", "errors": [...]}
+"""
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from testbed.labs.base import Lab, run_lab, write
+from testbed.labs.seeds import default_seeds, run_points
+
+SCHEMA = "rocelab-lab/2"
+MAX_PCAP_LINKS = 16
+
+
+@dataclass
+class Finding:
+    key: str                      # the figure's key in a seed's figures
+    title: str                    # what is measured, with its setup
+    paper: str                    # the paper's figure, in words and with its source
+    holds: Callable               # value -> bool: the paper's direction
+    direction: str                # that direction, in words
+    paper_value: Optional[float] = None   # the paper's number, where it gives one
+    unit: str = ""
+    fmt: str = "{:.2f}"
+
+    def show(self, value):
+        if value is None:
+            return "-"
+        try:
+            return self.fmt.format(value) + (self.unit if self.unit and self.unit != "%" else "")
+        except (TypeError, ValueError):
+            return str(value)
+
+
+class VirtualLab(Lab):
+    clock = "virtual"
+    findings = []           # Finding(...)
+    guide = ""              # topologies/labs/<name>.md
+
+    def figures(self, seed_lab):
+        """{finding key: value} from one seed's lab dict (run_lab's result)."""
+        raise NotImplementedError
+
+    def run_seed(self, out, seed, quick, pcap=True, log=print):
+        """One seed: boot, run the phases, return the lab dict (base.run_lab's)."""
+        return run_lab(self, out, quick=quick, clock="virtual", seed=seed, pcap=pcap, log=log)
+
+    def plots(self, result, out):
+        """[{"file", "title", "caption"}]: plots over every seed, written into `out`."""
+        return []
+
+
+def aggregate(lab, seeds, figures):
+    """The findings over the seeds: values, mean/min/max, how many seeds hold the paper's direction."""
+    out = []
+    for f in lab.findings:
+        values = [fig.get(f.key) for fig in figures]
+        held = [v is not None and bool(f.holds(v)) for v in values]
+        known = [v for v in values if v is not None]
+        mean = sum(known) / len(known) if known else None
+        out.append({"key": f.key, "title": f.title, "paper": f.paper, "paper_value": f.paper_value,
+                    "unit": f.unit, "direction": f.direction, "seeds": list(seeds),
+                    "values": values, "shown": [f.show(v) for v in values],
+                    "mean": mean, "mean_shown": f.show(mean),
+                    "min": min(known) if known else None, "max": max(known) if known else None,
+                    "holds": held, "holds_count": sum(held),
+                    "text": (f"{f.title}: {', '.join(f.show(v) for v in values)} over seeds "
+                             f"{', '.join(str(s) for s in seeds)} (mean {f.show(mean)}); the paper: {f.paper}; "
+                             f"{f.direction}: {sum(held)}/{len(values)} seeds")})
+    return out
+
+
+def run_virtual(lab, out, quick=False, seeds=None, pcap=True, log=print, command=None):
+    """Run `lab` once per seed in virtual time; write OUT/lab.json, plots and OUT/index.html."""
+    from testbed.labs import report
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = list(seeds or default_seeds(3))
+    t0 = time.monotonic()
+    first = seeds[0]
+
+    def point(seed):
+        # Captures of the first seed only: the others would repeat them at the same size.
+        return lab.run_seed(out / f"seed{seed}", seed, quick, pcap=pcap and seed == first, log=log)
+
+    results = run_points(point, seeds)
+    figures = [lab.figures(r) for r in results]
+    findings = aggregate(lab, seeds, figures)
+    errors = [f"seed {s}: {e}" for s, r in zip(seeds, results) for e in r.get("errors", [])]
+    head = results[0]
+    result = {"schema": SCHEMA, "lab": lab.name, "title": lab.title, "finding": lab.finding, "clock": "virtual",
+              "quick": quick, "seeds": seeds, "command": command or f"rocelab lab {lab.name}",
+              "guide": lab.guide or f"topologies/labs/{lab.name}.md",
+              "topology": head.get("topology"), "scale": head.get("scale"), "notes": head.get("notes", {}),
+              "findings": findings,
+              "seeds_detail": [{"seed": s, "dir": f"seed{s}", "figures": fig, "phases": r.get("phases", []),
+                                "notes": r.get("notes", {}), "errors": r.get("errors", []),
+                                "elapsed_s": r.get("elapsed_s")}
+                               for s, r, fig in zip(seeds, results, figures)],
+              "columns": [{"key": c.key, "header": c.header, "fmt": c.fmt} for c in lab.columns],
+              "pcaps": _pcaps(out, first), "plots": [], "errors": errors}
+    try:
+        result["plots"] = lab.plots(result, out)
+    except Exception as exc:   # a plot is a convenience: its failure must not lose the measurements
+        result["errors"].append(f"plots: {type(exc).__name__}: {exc}")
+    result["elapsed_s"] = round(time.monotonic() - t0, 1)
+    write(result, out)
+    report.write_lab_page(result, out)
+    return result
+
+
+def _pcaps(out, seed):
+    pcap_dir = Path(out) / f"seed{seed}" / "pcap"
+    if not pcap_dir.is_dir():
+        return []
+    return [str(p.relative_to(out)) for p in sorted(pcap_dir.glob("*.pcap"))]
+
+
+def table(lab, result):
+    """The comparison printed after a virtual lab: each seed's phases, then the findings."""
+    lines = []
+    for detail in result["seeds_detail"]:
+        seed_lab = {"lab": result["lab"], "title": f"{result['title']} (seed {detail['seed']})",
+                    "quick": result["quick"], "topology": result["topology"], "scale": result["scale"],
+                    "notes": detail["notes"], "phases": detail["phases"], "conclusion": "",
+                    "errors": detail["errors"], "finding": result["finding"]}
+        lines.append(_phase_table(lab, seed_lab))
+        lines.append("")
+    lines.append(f"# findings over seeds {', '.join(str(s) for s in result['seeds'])} (virtual time, "
+                 "production units):")
+    for f in result["findings"]:
+        lines.append(f"#  {f['text']}")
+    return "\n".join(lines)
+
+
+def _phase_table(lab, seed_lab):
+    from testbed.labs.base import Column
+    topo = seed_lab["topology"]
+    head = [f"# lab {seed_lab['lab']}: {seed_lab['title']}{'  (quick)' if seed_lab['quick'] else ''}",
+            f"# {topo['spines']} spines x {topo['leaves']} leaves x {topo['hosts_per_leaf']} hosts; host links "
+            f"{topo['link_rate_mbps'] / 1000:g} Gb/s, uplinks {topo['uplink_rate_mbps'] / 1000:g} Gb/s; virtual time"]
+    head += [f"# {k}: {v}" for k, v in seed_lab["notes"].items() if not isinstance(v, (dict, list))]
+    cols = [Column("phase", "phase")] + list(lab.columns) + [Column("status", "status")]
+    cells = [[c.header for c in cols]] + [[c.cell(r) for c in cols] for r in seed_lab["phases"]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    lines = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(head + lines + [f"# error: {e}" for e in seed_lab["errors"]])
+
+
+def seeds_plot(result, path, key_of_phase, ylabel, title, reference=None, reference_label=None, log=False,
+               xlabel="phase"):
+    """One line per seed over the phases (x: phase names), optionally a reference line for the
+    paper's figure; returns the file name."""
+    from testbed.labs.base import pyplot
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    names = [r["phase"] for r in result["seeds_detail"][0]["phases"]]
+    if len(names) == 1:       # one phase: a bar per seed
+        details = result["seeds_detail"]
+        values = [key_of_phase(d["phases"][0]) if d["phases"] else None for d in details]
+        ax.bar(range(len(details)), [v if v is not None else 0 for v in values], color="tab:blue")
+        ax.set_xticks(range(len(details)), [f"seed {d['seed']}" for d in details])
+        names = None
+    for detail in result["seeds_detail"] if names else ():
+        values = [key_of_phase(r) for r in detail["phases"]]
+        ax.plot(range(len(values)), [v if v is not None else float("nan") for v in values], "o-",
+                label=f"seed {detail['seed']}")
+    if reference is not None:
+        ax.axhline(reference, color="tab:red", linestyle="--", label=reference_label)
+    if names:
+        ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
+    else:
+        xlabel = "seed"
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path).name
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
