@@ -100,9 +100,9 @@ def _check(args):
           f"DCQCN {'on' if job.nic.dcqcn else 'off'}, {job.nic.line_rate_bps / 1e6:g} Mb/s, MTU {job.nic.mtu}")
     for r in job.ranks:
         tx, rx = collectives.expected_bytes(job.pattern, r.rank, job.n, job.sizes[0], job.chunk_bytes,
-                                            job.alltoallv_weights)
+                                            job.alltoallv_weights, job.preset)
         print(f"  rank {r.rank:3d} {r.host:>10} {r.ip:>15} {r.iface:>15}  peers "
-              f"{collectives.peers(job.pattern, r.rank, job.n, weights=job.alltoallv_weights)}  size {job.sizes[0]}: sends {tx} B, receives {rx} B "
+              f"{collectives.peers(job.pattern, r.rank, job.n, weights=job.alltoallv_weights, preset=job.preset)}  size {job.sizes[0]}: sends {tx} B, receives {rx} B "
               f"per channel-operation")
     return 0
 

@@ -136,6 +136,12 @@ def stream(rank, n, size, chunk):
     return []
 
 
+def workload(rank, n, size, chunk, preset=None):
+    """One LLM training iteration (DP/TP/PP/MoE phases): traffic/workload.py."""
+    from traffic.workload import DEFAULT_PRESET, workload as iteration
+    return iteration(rank, n, size, chunk, preset or DEFAULT_PRESET)
+
+
 PATTERNS = {
     "ring_allreduce": ring_allreduce,
     "tree_allreduce": tree_allreduce,
@@ -146,6 +152,7 @@ PATTERNS = {
     "incast": incast,
     "pipeline": pipeline,
     "stream": stream,
+    "workload": workload,
 }
 
 # nccl-tests' busbw = algbw x factor(n) (doc/PERFORMANCE.md there).
@@ -159,14 +166,16 @@ BUSBW_FACTOR = {
     "incast": lambda n: (n - 1) / n,
     "pipeline": lambda n: 1.0,
     "stream": lambda n: 1.0,
+    "workload": lambda n: 1.0,       # a mix of collectives: bus bandwidth is the algorithm bandwidth
 }
 
 # What nccl-tests would print in the "redop" column.
 REDUCING = {"ring_allreduce", "tree_allreduce", "reducescatter"}
 
 
-def schedule(pattern, rank, n, size, chunk, weights=None):
-    """Phases of `rank` for one channel carrying `size` bytes (`weights`: alltoallv's matrix)."""
+def schedule(pattern, rank, n, size, chunk, weights=None, preset=None):
+    """Phases of `rank` for one channel carrying `size` bytes (`weights`: alltoallv's matrix;
+    `preset`: the workload pattern's, traffic/workload.py)."""
     if pattern not in PATTERNS:
         raise ValueError(f"unknown pattern {pattern!r}; known: {', '.join(PATTERNS)}")
     if n < 2:
@@ -175,22 +184,26 @@ def schedule(pattern, rank, n, size, chunk, weights=None):
         raise ValueError(f"rank {rank} is not in 0..{n - 1}")
     if pattern == "alltoallv":
         return alltoallv(rank, n, size, chunk, weights)
+    if pattern == "workload":
+        return workload(rank, n, size, chunk, preset)
     return PATTERNS[pattern](rank, n, size, chunk)
 
 
-def peers(pattern, rank, n, size=4096 * 64, chunk=4096, weights=None):
+def peers(pattern, rank, n, size=4096 * 64, chunk=4096, weights=None, preset=None):
     """Ranks this rank exchanges data with (in either direction)."""
     if pattern == "alltoallv":      # by weight, so that no size leaves a pair without connections
         w = weights or default_alltoallv_weights(n)
         return [p for p in range(n) if p != rank and (w[rank][p] or w[p][rank])]
     found = set()
-    for ph in schedule(pattern, rank, n, max(size, n * 4), chunk, weights):
+    if pattern == "workload":
+        size = max(size, n * 4096)      # every phase's share non-empty, so every peer has a connection
+    for ph in schedule(pattern, rank, n, max(size, n * 4), chunk, weights, preset):
         found.update(p for p, _ in ph.sends)
         found.update(p for p, _ in ph.recvs)
     return sorted(found)
 
 
-def expected_bytes(pattern, rank, n, size, chunk, weights=None):
+def expected_bytes(pattern, rank, n, size, chunk, weights=None, preset=None):
     """(bytes sent, bytes received) by `rank` for one operation on one channel."""
-    phases = schedule(pattern, rank, n, size, chunk, weights)
+    phases = schedule(pattern, rank, n, size, chunk, weights, preset)
     return (sum(b for ph in phases for _, b in ph.sends), sum(b for ph in phases for _, b in ph.recvs))

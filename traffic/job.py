@@ -14,6 +14,7 @@ A job is a JSON object; every key but ``ranks`` and ``pattern`` has a default::
       "slicing": false,                   # true: NCCL-style slicing -- a phase's sends leave chunk by
                                           # chunk as the previous phase's data arrives, and phases
                                           # wait for their data to be out, not ACKed (the last does)
+      "preset": "dense",                  # workload only: dense (Llama-3-like) or moe (DeepSeek-V2-like)
       "alltoallv_weights": [[...], ...],  # alltoallv only: n x n non-negative numbers, row r = how
                                           # rank r's buffer splits over the ranks (default: uneven, fixed)
       "cts": {"enabled": true, "buffer_bytes": 262144, "refresh_s": 0.02,
@@ -95,6 +96,7 @@ class Job:
     qpn_base: int = 0x100
     gateway_mac: str = None
     alltoallv_weights: list = None
+    preset: str = None
     raw: dict = None
 
     @property
@@ -108,7 +110,8 @@ class Job:
 
 _TOP_KEYS = {"name", "pattern", "sizes", "size", "iterations", "warmup", "channels", "qps_per_connection",
              "qp_spread", "chunk_bytes", "slicing", "cts", "dcqcn", "classes", "nic", "timeout_s", "control_port",
-             "qpn_base", "gateway_mac", "ranks", "placement", "comment", "alltoallv_weights"}
+             "qpn_base", "gateway_mac", "ranks", "placement", "comment", "alltoallv_weights",
+             "preset"}
 _NIC_KEYS = {"line_rate_mbps", "mtu", "ack_every", "ack_delay_s", "lat_timeout_s", "retry_count",
              "max_outstanding", "cnp_interval_s", "burst_bytes", "check_icrc", "slow_rx_mbps",
              "pfc_xoff_bytes", "pfc_xon_bytes", "pfc_quanta"}
@@ -276,6 +279,13 @@ def _parse_job(data):
         raw=data,
     )
     job.alltoallv_weights = _weights(data.get("alltoallv_weights"), job.n)
+    if "preset" in data:
+        from traffic.workload import PRESETS
+        if pattern != "workload":
+            raise JobError(f"job.preset: only the workload pattern takes a preset, not {pattern}")
+        if data["preset"] not in PRESETS:
+            raise JobError(f"job.preset: {_shown(data['preset'])} is not one of {', '.join(PRESETS)}")
+        job.preset = data["preset"]
     if job.alltoallv_weights and pattern != "alltoallv":
         raise JobError(f"job.alltoallv_weights: only the alltoallv pattern takes weights, not {pattern}")
     if job.cts and job.cts_buffer_bytes < job.chunk_bytes:

@@ -121,7 +121,7 @@ class RankRunner:
         self.now = clock
         self.io = io
         self.log = log or (lambda msg: None)
-        self.peers = collectives.peers(job.pattern, rank, job.n, weights=job.alltoallv_weights)
+        self.peers = collectives.peers(job.pattern, rank, job.n, weights=job.alltoallv_weights, preset=job.preset)
         self.conns = {}
         self.channel_runs = []
         self.results = []
@@ -334,7 +334,7 @@ class RankRunner:
         runs = []
         for ch in range(job.channels):
             one = collectives.schedule(job.pattern, self.rank, job.n, per_channel[ch], job.chunk_bytes,
-                                       job.alltoallv_weights)
+                                       job.alltoallv_weights, job.preset)
             phases = []
             for it in range(repeats):
                 for ph in one:

@@ -30,6 +30,8 @@ LABS = {
     "te": ("testbed.labs.te", "centralized TE: CSPF exact-match overrides vs ECMP on a colliding matrix"),
     "incast": ("testbed.labs.incast", "16:1 incast, PFC only vs receiver-driven CTS: queues, pauses"),
     "flowlet": ("testbed.labs.flowlet", "flowlet switching: out-of-order packets vs the flowlet gap"),
+    "ecn": ("testbed.labs.ecn", "ECN thresholds with DCQCN: relaxed 5 MB vs tight 300/600 KB (virtual time)"),
+    "subscription": ("testbed.labs.subscription", "1:1 static vs 1:2 vs 1:2 + TE vs 1:1.125 + TE (virtual time)"),
 }
 MAX_SEEDS = 64
 

@@ -72,7 +72,7 @@ LAB = EcmpCollisions()
 
 
 FLOWS = 1000                # "1,000 flows on 16 links" (the paper, section 4.1.2)
-FLOW_QPS = 4                # QPs per connection of those flows (16 x 16 hosts x 4 > 1,000)
+FLOW_QPS = 4                # QPs per connection of those flows (16 x 16 hosts x 4 > 1,000; more on smaller fabrics)
 
 
 def flow_mmr(counts, uplinks):
@@ -88,8 +88,11 @@ def hash_flows(clos, leaf, count=FLOWS):
         from testbed.net.experiment import FabricSettings
         exp.apply(FabricSettings(hash="5tuple"))
         uplinks = sorted(n for n, p in clos.switches[leaf].ports.items() if p.kind == "uplink")
+        local = sum(1 for h in clos.hosts.values() if h.nics[0].leaf == leaf)
+        pairs = local * (len(clos.hosts) - local)
+        qps = max(FLOW_QPS, -(-count // pairs))
         counts = production.flow_counts(exp.fabric.switch(leaf).switch,
-                                        production.roce_flows(clos, leaf, count, FLOW_QPS))
+                                        production.roce_flows(clos, leaf, count, qps))
         return {"flows": count, "flow_mmr": round(flow_mmr(counts, uplinks), 4),
                 "flows_per_uplink": [counts.get(u, 0) for u in uplinks]}
     return before

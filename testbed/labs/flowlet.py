@@ -113,8 +113,11 @@ LAB = Flowlets()
 
 # --- virtual time: the paper's gaps, against the measured RTT -----------------------------
 
-V_GAPS_US = [16, 32, 64, 128, 256, 512, 1024, 2048]
-V_QUICK_GAPS_US = [16, 64, 256, 2048]
+# The paper's 16 us .. 2 ms, and below it: at 400G with this fabric's queues the RTT is some
+# microseconds to tens of microseconds (Meta's deep-buffered 200G fabric: ~0.5-1 ms), so half
+# the RTT falls below 16 us and only the smaller gaps can reorder.
+V_GAPS_US = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+V_QUICK_GAPS_US = [1, 4, 16, 256, 2048]
 
 
 class VirtualFlowlets(Flowlets, VirtualLab):
@@ -129,19 +132,21 @@ class VirtualFlowlets(Flowlets, VirtualLab):
                Column("busbw_gbps", "busbw (Gb/s)", "{:.1f}")]
     port_defaults = production.PORTS
     findings = [
-        Finding("oos_smallest_gap", "OOS packets per second at the smallest gap (16 us)",
+        Finding("oos_smallest_gap", "OOS packets per second at the smallest gap (1 us)",
                 "short intervals reorder: OOS is highest at the smallest interval (Figure 11)",
                 holds=lambda v: v > 0, direction="reordering (> 0)", fmt="{:.3g}"),
-        Finding("oos_fall", "OOS at the smallest gap over OOS at 256 us and above (packets)",
+        Finding("oos_fall", "OOS at the smallest gap over OOS at gaps of half the measured RTT and above",
                 "OOS goes down non-linearly as the interval increases", holds=lambda v: v > 1,
                 direction="falls (> 1x)", fmt="{:.3g}x"),
-        Finding("oos_per_s_large_gaps", "OOS packets per second with gaps of 256 us and above",
-                "below 1 packet/s in the 256-512 us range", holds=lambda v: v < 1, direction="< 1 /s",
+        Finding("oos_per_s_large_gaps", "OOS packets per second with gaps of half the measured RTT and above",
+                "below 1 packet/s in the 256-512 us range (about half their RTT)", holds=lambda v: v < 1,
+                direction="< 1 /s",
                 paper_value=1.0, fmt="{:.3g}"),
     ]
 
     def shape(self, quick):
-        return dict(spines=8, leaves=2, hosts_per_leaf=8, link_rate_mbps=profile.LINK_RATE_MBPS, oversubscription=1.0)
+        # 2:1 uplinks (200G): queues build behind collisions, so paths differ in delay
+        return dict(spines=8, leaves=2, hosts_per_leaf=8, link_rate_mbps=profile.LINK_RATE_MBPS, oversubscription=2.0)
 
     def gaps(self, quick):
         return V_QUICK_GAPS_US if quick else V_GAPS_US
@@ -180,7 +185,9 @@ class VirtualFlowlets(Flowlets, VirtualLab):
         if len(rows) < 2:
             return {}
         small = rows[0]
-        large = [r for r in rows if r["gap_us"] >= 256]
+        rtts = sorted(r["rtt_us"] for r in rows if r.get("rtt_us"))
+        half_rtt = rtts[len(rtts) // 2] / 2 if rtts else 256
+        large = [r for r in rows if r["gap_us"] >= half_rtt]
         large_oos = sum(r["oos"] for r in large)
         large_s = sum(r["time_us"] for r in large) / 1e6
         return {"oos_smallest_gap": small.get("oos_per_s"),

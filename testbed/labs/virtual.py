@@ -68,6 +68,10 @@ class VirtualLab(Lab):
         """[{"file", "title", "caption"}]: plots over every seed, written into `out`."""
         return []
 
+    def cross_seed(self, result):
+        """Findings that only a set of seeds shows (a spread), as aggregate()'s dicts."""
+        return []
+
 
 def aggregate(lab, seeds, figures):
     """The findings over the seeds: values, mean/min/max, how many seeds hold the paper's direction."""
@@ -106,6 +110,8 @@ def run_virtual(lab, out, quick=False, seeds=None, pcap=True, log=print, command
     results = run_points(point, seeds)
     figures = [lab.figures(r) for r in results]
     findings = aggregate(lab, seeds, figures)
+    partial = {"seeds_detail": [{"seed": s, "phases": r.get("phases", [])} for s, r in zip(seeds, results)]}
+    findings += lab.cross_seed(partial)
     errors = [f"seed {s}: {e}" for s, r in zip(seeds, results) for e in r.get("errors", [])]
     head = results[0]
     result = {"schema": SCHEMA, "lab": lab.name, "title": lab.title, "finding": lab.finding, "clock": "virtual",

@@ -78,6 +78,10 @@ def add_run_options(p):
     options.add_clock_options(p)
     g = p.add_argument_group("traffic (traffic/: emulated RDMA NICs)")
     g.add_argument("--pattern", choices=list(PATTERNS), default="ring_allreduce")
+    g.add_argument("--preset", choices=("dense", "moe"), default=None,
+                   help="--pattern workload: one training iteration like a dense model (Llama-3-like: TP, PP, "
+                        "DP AllReduce) or an MoE model (DeepSeek-V2-like: PP, device-limited All-to-All, DP); "
+                        "default dense")
     g.add_argument("--size", type=byte_size, action="append", default=None, metavar="BYTES",
                    help="collective size per row, e.g. 1M (repeatable; default 1M)")
     g.add_argument("--iterations", type=whole(1, 1_000_000), default=1)
@@ -166,7 +170,7 @@ def prepare(args):
         job = job_for(clos, args.pattern, args.size or [1 << 20], nranks=args.ranks, placement=args.placement,
                       iterations=args.iterations, warmup=args.warmup, channels=args.channels,
                       qps_per_connection=args.qps_per_conn, cts=args.cts, dcqcn=args.dcqcn, timeout_s=args.timeout_s,
-                      mtu=NIC_MTU_VIRTUAL if virtual else 1024, seed=args.seed)
+                      mtu=NIC_MTU_VIRTUAL if virtual else 1024, seed=args.seed, preset=args.preset)
         faults = []
         if virtual:
             from testbed.sim.budget import check_budget

@@ -74,7 +74,7 @@ def parse_ecn(text):
 
 def job_for(clos, pattern, sizes, nranks=None, placement="topology", iterations=1, warmup=0, channels=1,
             qps_per_connection=1, cts=True, dcqcn=False, chunk_bytes=65536, mtu=1024, timeout_s=None, name=None,
-            seed=0):
+            seed=0, preset=None):
     """A validated traffic job (traffic/job.py format) for the hosts of `clos`: rank i runs on
     NIC 0 of the i-th placed host, sends everything to its leaf port's MAC, and its NIC
     paces at the host link rate. Raises ExperimentError before anything exists."""
@@ -89,7 +89,8 @@ def job_for(clos, pattern, sizes, nranks=None, placement="topology", iterations=
         if timeout_s is None:
             # Generous: ten times the time the busiest rank needs at line rate, plus set-up.
             n = len(ranks)
-            busiest = max(expected_bytes(pattern, r, n, max(sizes), chunk_bytes)[0] for r in range(n)) if n > 1 else 0
+            busiest = max(expected_bytes(pattern, r, n, max(sizes), chunk_bytes, preset=preset)[0]
+                          for r in range(n)) if n > 1 else 0
             timeout_s = round(30 + 10 * busiest * len(sizes) * (iterations + warmup) * 8 / (rate * 1e6), 1)
             if timeout_s > MAX_TIMEOUT_S:
                 raise ExperimentError(f"--size {max(sizes)} on {n} ranks at {rate:g} Mb/s would run for about "
@@ -100,6 +101,8 @@ def job_for(clos, pattern, sizes, nranks=None, placement="topology", iterations=
                 "chunk_bytes": chunk_bytes, "cts": {"enabled": bool(cts)},
                 "dcqcn": {"enabled": bool(dcqcn)},
                 "nic": {"line_rate_mbps": rate, "mtu": mtu}, "timeout_s": timeout_s, "ranks": ranks}
+        if preset is not None:
+            data["preset"] = preset
         parse_job(data)
     except (JobError, KeyError, ValueError) as exc:
         raise ExperimentError(str(exc)) from None

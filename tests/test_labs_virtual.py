@@ -1,0 +1,227 @@
+"""Labs in virtual time (issue #15): each lab's direction on a small fabric with a fixed seed
+(deterministic: virtual time), the seed runner and findings, the workload pattern, and the
+lab page rendered in headless Chromium."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from testbed.labs import cli
+from testbed.labs.base import Phase
+from testbed.labs.virtual import Finding, VirtualLab, aggregate, run_virtual
+from testbed.sim import profile
+
+ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
+SEED = 1
+
+
+def _small(lab, **shape):
+    """The lab on a smaller fabric (same phases, same findings)."""
+    base = type(lab)
+
+    class Small(base):
+        def shape(self, quick):
+            return dict(base.shape(self, quick), **shape)
+    small = Small()
+    return small
+
+
+def _run(lab, tmp_path, seeds=(SEED,)):
+    return run_virtual(lab, tmp_path / lab.name, quick=True, seeds=list(seeds), pcap=False, log=lambda m: None)
+
+
+def _finding(result, key):
+    return next(f for f in result["findings"] if f["key"] == key)
+
+
+# --- the seed runner and the findings table (no fabric) ----------------------------------
+
+class _Fake(VirtualLab):
+    name = "fake"
+    findings = [Finding("gain", "gain", "up to +40%", holds=lambda v: v > 0, direction="> 0")]
+
+
+def test_findings_count_the_seeds_that_hold_the_papers_direction():
+    rows = aggregate(_Fake(), [1, 2, 3], [{"gain": 0.3}, {"gain": -0.1}, {}])
+    f = rows[0]
+    assert f["values"] == [0.3, -0.1, None]
+    assert f["holds"] == [True, False, False] and f["holds_count"] == 1
+    assert f["mean"] == pytest.approx(0.1)
+
+
+# --- each lab's direction, small fabric, seed 1 ------------------------------------------
+
+def test_ecmp_flow_count_mmr_and_collective_imbalance(tmp_path):
+    from testbed.labs.ecmp import VIRTUAL
+    result = _run(_small(VIRTUAL, hosts_per_leaf=4), tmp_path)
+    row = result["seeds_detail"][0]["phases"][0]
+    assert row["flows"] == 1000 and sum(row["flows_per_uplink"]) == 1000 and len(row["flows_per_uplink"]) == 16
+    assert _finding(result, "flow_mmr")["values"][0] > 1.1          # the P4 hash is uneven
+    assert _finding(result, "uplink_max_mean")["values"][0] > 1.5   # 4 ring flows collide on 16 uplinks
+    assert row["status"] == "ok"
+
+
+def test_qpscaling_raises_busbw_over_5tuple(tmp_path):
+    from testbed.labs.qpscaling import VirtualQpScaling
+
+    class Small(VirtualQpScaling):
+        def shape(self, quick):
+            return dict(super().shape(quick), spines=4, hosts_per_leaf=4)
+
+        def sweep(self, quick):
+            return [("5tuple", 1), ("qpn", 8)]
+    result = _run(Small(), tmp_path)
+    rows = result["seeds_detail"][0]["phases"]
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert _finding(result, "best_gain")["values"][0] > 0.05
+    assert rows[1]["uplink_max_mean"] < rows[0]["uplink_max_mean"]
+
+
+def test_te_on_the_simulated_clock_beats_e_ecmp_and_withdraws_on_link_down(tmp_path):
+    from testbed.labs.te import VIRTUAL
+    result = _run(_small(VIRTUAL, spines=4, hosts_per_leaf=4), tmp_path)
+    rows = {r["phase"]: r for r in result["seeds_detail"][0]["phases"]}
+    assert all(r["status"] == "ok" for r in rows.values())
+    assert rows["te"]["overrides"] == 8 and rows["te"]["te_runs"] >= 1
+    assert rows["te"]["busbw_gbps"] > rows["e-ecmp"]["busbw_gbps"]
+    assert rows["te-link-down"]["te_withdrawn"] > 0
+    assert all(r["lossless_drops"] == 0 for r in rows.values())
+
+
+def test_virtual_te_reads_counters_on_the_simulated_clock(tmp_path):
+    """Rates come from counter samples stamped with simulated seconds (no wall clock)."""
+    from testbed.labs.base import build_clos
+    from testbed.labs.te import VIRTUAL
+    from testbed.net.experiment import Experiment
+    from testbed.te.virtual import VirtualTE
+    lab = _small(VIRTUAL, spines=2, hosts_per_leaf=2)
+    clos = build_clos(lab, True)
+    with Experiment(clos, out=tmp_path, pcap=False, clock="virtual", seed=SEED, log=lambda m: None,
+                    port_defaults=dict(lab.port_defaults)) as exp:
+        te = VirtualTE(exp.fabric, interval_s=50e-6)
+        sample = te.service.programmer.read_counters()
+        assert sample.at == exp.fabric.clock()
+        te.start()
+        exp.fabric.scheduler.run(until=exp.fabric.clock() + 120e-6)
+        assert len(te.runs) == 1          # the fabric is idle: later runs are skipped, not repeated
+        exp.fabric.link_status("leaf1", "spine1", False)
+        assert te.link_events[-1]["link"] == "leaf1-spine1" and not te.link_events[-1]["up"]
+        te.stop()
+
+
+def test_incast_gather_admits_without_pfc_and_a_slow_receiver_pauses_only_its_leaf(tmp_path):
+    from testbed.labs.incast import VirtualIncast
+
+    class Small(VirtualIncast):
+        def shape(self, quick):
+            return dict(super().shape(quick), leaves=5)
+
+        def phases(self, clos, quick):
+            return super().phases(clos, quick)[1:]      # the two Gather phases
+
+    lab = Small()
+    lab.phases = lambda clos, quick, _l=lab: _gather_phases(_l, clos, quick)
+    result = _run(lab, tmp_path)
+    rows = {r["phase"]: r for r in result["seeds_detail"][0]["phases"]}
+    assert rows["gather-cts"]["pfc_frames"] == 0
+    slow = rows["gather-cts-slow-rx"]
+    assert slow["receiver_pause_share"] > 0.5 and slow["down_pfc"] == 0
+    assert all(r["lossless_drops"] == 0 and r["status"] == "ok" for r in rows.values())
+
+
+def _gather_phases(lab, clos, quick):
+    from testbed.labs.incast import VirtualIncast
+    n = len(clos.hosts)
+    phases = VirtualIncast.phases(lab, clos, quick)[1:]
+    for ph in phases:          # n-1 senders on this smaller fabric
+        ph.label["incast"] = f"{n - 1}:1"
+    return phases
+
+
+def test_ecn_tight_thresholds_mark_and_slow_the_allreduce(tmp_path):
+    from testbed.labs.ecn import VIRTUAL
+    result = _run(_small(VIRTUAL, spines=4, hosts_per_leaf=4), tmp_path)
+    assert _finding(result, "tight_marks")["values"][0] > 0
+    assert _finding(result, "slowdown")["values"][0] > 0
+
+
+# --- the workload pattern ------------------------------------------------------------------
+
+@pytest.mark.parametrize("preset", ["dense", "moe"])
+def test_workload_iteration_conserves_bytes_and_mostly_moves_dp_gradients(preset):
+    from traffic import collectives as C
+    from traffic.workload import layout
+    n, size = 16, 1 << 20
+    sends, recvs = {}, {}
+    for r in range(n):
+        for ph in C.schedule("workload", r, n, size, 65536, preset=preset):
+            for p, b in ph.sends:
+                sends[(r, p)] = sends.get((r, p), 0) + b
+            for p, b in ph.recvs:
+                recvs[(p, r)] = recvs.get((p, r), 0) + b
+    assert sends == recvs                      # every byte written is expected by its receiver
+    lay = layout(n, preset)
+    assert lay.tp * lay.pp * lay.dp == n
+    dp_bytes = sum(C.expected_bytes("ring_allreduce", 0, lay.dp, int(size * lay.shares["dp"]), 65536)[0] for _ in [0])
+    total = C.expected_bytes("workload", 0, n, size, 65536, preset=preset)[0]
+    assert dp_bytes / total > 0.6              # elephant DP flows carry most of the bytes
+    if preset == "moe":
+        peers = C.peers("workload", 0, n, preset="moe")
+        assert len(peers) < n - 1              # device-limited: not everyone talks to everyone
+
+
+def test_rocelab_run_workload_moe_in_virtual_time(tmp_path):
+    done = subprocess.run([ROCELAB, "run", "--clock", "virtual", "--spines", "2", "--leaves", "2",
+                           "--hosts-per-leaf", "2", "--pattern", "workload", "--preset", "moe", "--size", "1M",
+                           "--no-pcap", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["collective"]["status"] == "ok" and summary["config"]["job"]["pattern"] == "workload"
+
+
+def test_preset_needs_the_workload_pattern():
+    done = subprocess.run([ROCELAB, "run", "--clock", "virtual", "--pattern", "ring_allreduce", "--preset", "moe"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "preset" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- the command line ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["ecn", "--clock", "real"], "runs in virtual time only"),
+    (["ecmp", "--seeds", "0"], "--seeds"),
+    (["all", "--clock", "real"], "--clock real"),
+])
+def test_lab_usage_errors_are_one_line(args, message):
+    done = subprocess.run([ROCELAB, "lab", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_list_names_the_new_labs():
+    done = subprocess.run([ROCELAB, "lab", "list"], capture_output=True, text=True, timeout=60)
+    for lab in ("ecn", "subscription"):
+        assert lab in done.stdout
+
+
+# --- the page --------------------------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (testbed/install/apt-packages.txt)")
+def test_lab_page_renders_in_headless_chromium(tmp_path):
+    from testbed.labs.ecmp import VIRTUAL
+    result = _run(_small(VIRTUAL, hosts_per_leaf=4), tmp_path)
+    page = tmp_path / "ecmp" / "index.html"
+    html = page.read_text()
+    assert "<script" not in html and "http" not in html.split("<body>")[1].split("Made by")[0]
+    assert html.count("data:image/png;base64,") == len(result["plots"]) == 2
+    shot = tmp_path / "shot.png"
+    base = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(base + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=90)
+    assert "average MMR over 1.2" in dom.stdout and 'id="findings"' in dom.stdout
+    subprocess.run(base + ["--window-size=1200,1800", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=90)
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000     # a page with plots, not a blank one
