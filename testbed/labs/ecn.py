@@ -16,6 +16,12 @@ from testbed.sim import profile
 RELAXED = (5_000_000, 5_000_000)     # the paper's baseline: 5 MB as both low and high thresholds
 TIGHT = (300_000, 600_000)           # the tighter threshold: 300 KB low, 600 KB high
 PMAX = 1.0                           # marking probability at Kmax (a step for the relaxed profile)
+NCCL_BUFFER_BYTES = 4 << 20
+# DCQCN at its published timescales (Zhu et al., SIGCOMM 2015: a CNP per flow at most every
+# 50 us, alpha updated and rate increased every 55 us, 10 MB byte counter), not the job's lab
+# defaults, which are stretched for megabit links.
+CNP_INTERVAL_S = 50e-6
+DCQCN = {"g": 1 / 256, "alpha_period_s": 55e-6, "timer_period_s": 55e-6, "byte_counter": 10_000_000}
 
 
 def ecn_packets(kmin_bytes, kmax_bytes):
@@ -50,6 +56,11 @@ class TightEcn(VirtualLab):
         from testbed.net.experiment import FabricSettings
         size = (4 if quick else 16) << 20
         job = production.ring_job(clos, size, seed=0, name="ring-ecn", dcqcn=True)
+        # NCCL's default channel buffer (NCCL_BUFFSIZE, 4 MiB) as each connection's CTS credit:
+        # collided flows can then queue past 300 KB, as they do in production
+        job["cts"] = {"enabled": True, "buffer_bytes": NCCL_BUFFER_BYTES}
+        job["dcqcn"] = dict(DCQCN, enabled=True)
+        job["nic"]["cnp_interval_s"] = CNP_INTERVAL_S
         out = []
         for name, (kmin, kmax) in (("relaxed-5MB", RELAXED), ("tight-300KB-600KB", TIGHT)):
             out.append(Phase(name, FabricSettings(hash="5tuple", ecn=ecn_packets(kmin, kmax)), job,
@@ -76,7 +87,9 @@ class TightEcn(VirtualLab):
         return {"thresholds": f"in the program's packets of {profile.FRAME_BYTES} B: relaxed "
                               f"{ecn_packets(*RELAXED)[:2]}, tight {ecn_packets(*TIGHT)[:2]}; marking probability "
                               f"{PMAX:g} at Kmax",
-                "traffic": "ring AllReduce on 32 ranks, every hop across the spines, DCQCN on every NIC"}
+                "traffic": "ring AllReduce on 32 ranks, every hop across the spines, DCQCN on every NIC, "
+                           "4 MiB of CTS credit per connection (NCCL's channel buffer); DCQCN: CNPs at most every 50 us per flow, "
+                           "alpha and rate timers 55 us, byte counter 10 MB, g 1/256 (the DCQCN paper's values)"}
 
     def figures(self, seed_lab):
         rows = {r["phase"]: r for r in seed_lab["phases"] if r.get("status") == "ok"}

@@ -132,7 +132,22 @@ def run_virtual(lab, out, quick=False, seeds=None, pcap=True, log=print, command
     result["elapsed_s"] = round(time.monotonic() - t0, 1)
     write(result, out)
     report.write_lab_page(result, out)
+    (out / "findings.md").write_text(findings_markdown(result))
     return result
+
+
+def findings_markdown(result):
+    """The findings as a Markdown table (what the lab guides paste under "What you should see")."""
+    seeds = result["seeds"]
+    lines = [f"Measured by `{result['command']}` (virtual time, seeds {', '.join(str(s) for s in seeds)}; "
+             f"{result['elapsed_s']:.0f} s of wall time):", "",
+             "| finding | the paper | " + " | ".join(f"seed {s}" for s in seeds) + " | holds |",
+             "|---|---|" + "---|" * len(seeds) + "---|"]
+    for f in result["findings"]:
+        shown = list(f["shown"]) + [""] * (len(seeds) - len(f["shown"]))
+        lines.append(f"| {f['title']} | {f['paper']} | " + " | ".join(shown[:len(seeds)]) +
+                     f" | {f['holds_count']}/{len(f['seeds'])} ({f['direction']}) |")
+    return "\n".join(lines) + "\n"
 
 
 def _pcaps(out, seed):

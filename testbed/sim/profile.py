@@ -19,6 +19,12 @@ FABRIC_CABLE_M = 100               # RTSW to CTSW: single-mode fiber across the 
 NS_PER_METER = 5                   # light in fiber/copper: ~5 ns per meter
 
 
+# An XOFF asks for the longest pause (65535 quanta): 84 us at 400G, 42 us at 800G. A PG still
+# above XOFF must send it again before it runs out, or the peer resumes into a full headroom
+# (the lab default of 10 ms, made for megabit links, dropped lossless packets here).
+PFC_REFRESH_US = 20
+
+
 def packets(nbytes):
     """A byte threshold as the program's packet count (at least 1)."""
     return max(1, round(nbytes / FRAME_BYTES))
@@ -35,7 +41,7 @@ def knobs():
     pg = buffers.production_pg_profile(LINK_RATE_MBPS * 1e6, cable_m=FABRIC_CABLE_M)
     return replace(base, flowlet_gap_us=FLOWLET_GAP_US,
                    ecn={3: EcnProfile(ecn - 1, ecn, 1.0)},
-                   pfc={3: PfcConfig(pg.xoff, pg.xon, base.pfc[3].refresh_us, headroom=pg.headroom)})
+                   pfc={3: PfcConfig(pg.xoff, pg.xon, PFC_REFRESH_US, headroom=pg.headroom)})
 
 
 def buffer_config():
