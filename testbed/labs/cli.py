@@ -93,6 +93,9 @@ def command_line(args, lab_name=None):
 
 
 def run(args):
+    prefix = args.name_prefix
+    if prefix is not None and not (prefix.isalnum() and 1 <= len(prefix) <= 7):
+        return _fail(f"rocelab lab {args.lab}", f"--name-prefix {prefix!r} must be 1-7 letters or digits")
     if args.clock == "virtual":
         return run_virtual_lab(args)
     return run_real(args)
