@@ -122,10 +122,13 @@ LAB = Incast()
 
 # --- virtual time: the paper's Table 3 ---------------------------------------------------
 
-# Receiver-wide CTS budget: 16 chunks of 64 KB (one per sender) = 1 MB in flight at most, a
-# quarter of the PFC XOFF threshold of the receiver's leaf port (testbed/sim/profile.py).
+# Receiver-wide CTS budget: 2 chunks of 64 KB = 128 KB in flight per receiver at most. Every
+# admitted byte enters the receiver's leaf through one uplink, whose ingress priority group
+# pauses the spine past its XOFF (~132 KB, testbed/sim/profile.py): a budget below it is what
+# lets the leaf absorb a slow receiver (Meta tuned channel counts and buffer sizes the same
+# way: congestion spreading against under-utilization). 128 KB is about one RTT at 400G.
 V_CHUNK_BYTES = 64 * 1024
-V_BUDGET_BYTES = 16 * V_CHUNK_BYTES
+V_BUDGET_BYTES = 2 * V_CHUNK_BYTES
 SLOW_RECEIVER = 0.25           # "restricted the bandwidth of the receiver ... to only 25%"
 
 
@@ -142,6 +145,12 @@ def _rank_pauses(phase_dir):
         paused = report.get("paused_seconds_by_priority") or [0.0] * 8
         out[report.get("host")] = paused[3]
     return out
+
+
+def _buffer_note():
+    pfc = profile.knobs().pfc[3]
+    return (f"{profile.QUEUE_PACKETS} frames per egress queue; per ingress port and priority group: PFC XOFF "
+            f"{pfc.xoff} B, XON {pfc.xon} B, headroom {pfc.headroom} B, refresh {pfc.refresh_us} us")
 
 
 class VirtualIncast(Incast, VirtualLab):
@@ -185,7 +194,7 @@ class VirtualIncast(Incast, VirtualLab):
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings, job_for
         from testbed.sim.faults import parse_fault
-        n = 17
+        n = len(clos.hosts)          # 17 on the lab's fabric: 16:1
         out = []
         for name, cts, slow in (("stream", None, False), ("gather-cts", V_BUDGET_BYTES, False),
                                 ("gather-cts-slow-rx", V_BUDGET_BYTES, True)):
@@ -196,7 +205,7 @@ class VirtualIncast(Incast, VirtualLab):
                 job["cts"] = {"enabled": True, "buffer_bytes": V_CHUNK_BYTES, "budget_bytes": cts}
             receiver = clos.hosts[job["ranks"][0]["host"]]
             faults = (parse_fault(f"nic:{receiver.name}:slow={SLOW_RECEIVER:.0%}@0", clos),) if slow else ()
-            label = {"admission": ("none (streaming)" if not cts else f"CTS, {cts >> 20} MB receiver budget")
+            label = {"admission": ("none (streaming)" if not cts else f"CTS, {cts >> 10} KB receiver budget")
                      + (f", receiver at {SLOW_RECEIVER:.0%}" if slow else ""),
                      "incast": f"{n - 1}:1", "receiver": receiver.name,
                      "receiver_switch": receiver.nics[0].leaf, "receiver_port": receiver.nics[0].leaf_port}
@@ -238,9 +247,8 @@ class VirtualIncast(Incast, VirtualLab):
 
     def notes(self, clos, rows):
         return {"receiver": "rank 0 behind leaf1; 16 senders, each behind its own leaf, all through spine1",
-                "buffers": f"{profile.QUEUE_PACKETS} frames per egress queue, PFC XOFF/XON "
-                           f"{profile.PFC_XOFF_PACKETS}/{profile.PFC_XON_PACKETS} frames of {profile.FRAME_BYTES} B",
-                "CTS": f"Gather: one {V_CHUNK_BYTES >> 10} KB chunk per grant, {V_BUDGET_BYTES >> 20} MB in flight "
+                "buffers": _buffer_note(),
+                "CTS": f"Gather: one {V_CHUNK_BYTES >> 10} KB chunk per grant, {V_BUDGET_BYTES >> 10} KB in flight "
                        "per receiver at most",
                 "volume": "per sender: streaming 6 MB (--quick) / 8 MB, Gather 1 MB / 2 MB (the paper ran both for "
                           "five minutes; here Gather's in-flight bytes are bounded by CTS whatever its volume)"}
@@ -282,7 +290,7 @@ class VirtualIncast(Incast, VirtualLab):
         plt.close(fig)
         return [{"file": "incast.png", "title": "PFC by tier, streaming vs CTS-admitted Gather",
                  "caption": "Streaming (no admission) fills the receiver's leaf and the spine: pauses go leaf1 -> "
-                            "spine -> every sender's leaf -> the sending NICs. Gather with CTS keeps at most 1 MB in "
+                            "spine -> every sender's leaf -> the sending NICs. Gather with CTS keeps at most 128 KB in "
                             "flight: no PFC anywhere. With the receiver at 25% its NIC pauses leaf1 most of the time, "
                             "yet leaf1 never pauses the spine. Red dashes: the paper's Table 3."}]
 
