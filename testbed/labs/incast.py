@@ -289,8 +289,8 @@ class VirtualIncast(Incast, VirtualLab):
         fig.savefig(out / "incast.png", dpi=100)
         plt.close(fig)
         return [{"file": "incast.png", "title": "PFC by tier, streaming vs CTS-admitted Gather",
-                 "caption": "Streaming (no admission) fills the receiver's leaf and the spine: pauses go leaf1 -> "
-                            "spine -> every sender's leaf -> the sending NICs. Gather with CTS keeps at most 128 KB in "
+                 "caption": "Streaming (no admission) fills the spine's port to the receiver's leaf: pauses go from "
+                            "the spine to every sender's leaf and on to the sending NICs. Gather with CTS keeps at most 128 KB in "
                             "flight: no PFC anywhere. With the receiver at 25% its NIC pauses leaf1 most of the time, "
                             "yet leaf1 never pauses the spine. Red dashes: the paper's Table 3."}]
 
