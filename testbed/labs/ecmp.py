@@ -81,7 +81,7 @@ def flow_mmr(counts, uplinks):
     return max(values) / (sum(values) / len(values)) if sum(values) else None
 
 
-def hash_flows(clos, leaf, count=FLOWS):
+def hash_flows(clos, leaf, count=FLOWS, qpn_base=0x100):
     """A phase's `before`: the leaf's pipeline forwards one frame of each of `count` realistic
     RoCE flows under 5-tuple hashing; the flow count per uplink and its MMR."""
     def before(exp):
@@ -92,7 +92,7 @@ def hash_flows(clos, leaf, count=FLOWS):
         pairs = local * (len(clos.hosts) - local)
         qps = max(FLOW_QPS, -(-count // pairs))
         counts = production.flow_counts(exp.fabric.switch(leaf).switch,
-                                        production.roce_flows(clos, leaf, count, qps))
+                                        production.roce_flows(clos, leaf, count, qps, qpn_base))
         return {"flows": count, "flow_mmr": round(flow_mmr(counts, uplinks), 4),
                 "flows_per_uplink": [counts.get(u, 0) for u in uplinks]}
     return before
@@ -121,8 +121,8 @@ class VirtualEcmp(EcmpCollisions, VirtualLab):
         from testbed.net.experiment import FabricSettings
         size = (1 if quick else 4) << 20
         return [Phase("ring-5tuple", FabricSettings(hash="5tuple"),
-                      production.ring_job(clos, size, seed=0, name="ring-5tuple"),
-                      before=hash_flows(clos, clos.leaves[0].name))]
+                      production.ring_job(clos, size, seed=self.seed, name="ring-5tuple"),
+                      before=hash_flows(clos, clos.leaves[0].name, qpn_base=0x100 + 0x1000 * self.seed))]
 
     def row(self, phase, summary, facts):
         row = super().row(phase, summary, facts)

@@ -55,7 +55,7 @@ class TightEcn(VirtualLab):
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings
         size = (4 if quick else 16) << 20
-        job = production.ring_job(clos, size, seed=0, name="ring-ecn", dcqcn=True)
+        job = production.ring_job(clos, size, seed=self.seed, name="ring-ecn", dcqcn=True)
         # NCCL's default channel buffer (NCCL_BUFFSIZE, 4 MiB) as each connection's CTS credit:
         # collided flows can then queue past 300 KB, as they do in production
         job["cts"] = {"enabled": True, "buffer_bytes": NCCL_BUFFER_BYTES}

@@ -154,7 +154,7 @@ class VirtualFlowlets(Flowlets, VirtualLab):
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings
         size = (2 if quick else 8) << 20
-        job = production.ring_job(clos, size, seed=0, name="ring-flowlet")
+        job = production.ring_job(clos, size, seed=self.seed, name="ring-flowlet")
         return [Phase(f"gap{gap}us", FabricSettings(hash="flowlet", flowlet_gap_us=gap), job,
                       label={"gap_us": gap, "mtu": job["nic"]["mtu"]})
                 for gap in self.gaps(quick)]

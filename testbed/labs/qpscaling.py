@@ -133,7 +133,7 @@ class VirtualQpScaling(QpScaling, VirtualLab):
         from testbed.net.experiment import FabricSettings
         size = (2 if quick else 8) << 20
         return [Phase(f"{mode}-{qps}qp", FabricSettings(hash=mode),
-                      production.ring_job(clos, size, seed=PLACEMENT_SEED, qps=qps, name=f"ring-{mode}-{qps}qp"),
+                      production.ring_job(clos, size, seed=self.seed, qps=qps, name=f"ring-{mode}-{qps}qp"),
                       label={"hash": mode, "qps": qps})
                 for mode, qps in self.sweep(quick)]
 

@@ -35,7 +35,7 @@ class _Stage(Lab):
 
     def phases(self, clos, quick):
         from testbed.net.experiment import FabricSettings
-        job = production.ring_job(clos, self.parent.size(quick), seed=0, name=f"ring-{self.name}")
+        job = production.ring_job(clos, self.parent.size(quick), seed=self.parent.seed, name=f"ring-{self.name}")
         return [Phase(self.name, FabricSettings(hash="5tuple"), job,
                       before=start_te(clos, job) if self.te else None, after=stop_te if self.te else None,
                       label={"uplinks": f"1:{1 / self.oversubscription:g}",
@@ -86,6 +86,7 @@ class Subscription(VirtualLab):
         return [p for st in self.stages(quick) for p in st.phases(clos, quick)]
 
     def run_seed(self, out, seed, quick, pcap=True, log=print):
+        self.seed = seed
         rows, errors, first = [], [], None
         for stage in self.stages(quick):
             result = run_lab(stage, Path(out) / stage.name, quick=quick, clock="virtual", seed=seed, pcap=pcap,

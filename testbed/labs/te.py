@@ -186,7 +186,7 @@ class VirtualTrafficEngineering(TrafficEngineering, VirtualLab):
         from testbed.net.experiment import FabricSettings
         from testbed.sim.faults import parse_fault
         size = (2 if quick else 8) << 20
-        job = production.ring_job(clos, size, seed=PLACEMENT_SEED, qps=4, name="ring-te")
+        job = production.ring_job(clos, size, seed=self.seed, qps=4, name="ring-te")
         settings = FabricSettings(hash="qpn")
         down = parse_fault(f"link:{clos.leaves[0].name}-spine1:down@{40 if quick else 100}us", clos)
         return [Phase("e-ecmp", settings, job, label={"routing": "E-ECMP (4 QPs)", "overrides": 0}),

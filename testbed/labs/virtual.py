@@ -60,8 +60,14 @@ class VirtualLab(Lab):
         """{finding key: value} from one seed's lab dict (run_lab's result)."""
         raise NotImplementedError
 
+    seed = 1          # the seed being run: it also places the ranks (and numbers the QPs)
+
     def run_seed(self, out, seed, quick, pcap=True, log=print):
-        """One seed: boot, run the phases, return the lab dict (base.run_lab's)."""
+        """One seed: boot, run the phases, return the lab dict (base.run_lab's). The seed moves
+        every switch's hash seed and also the rank placement: the fabric's hash mixes its seed in
+        by XOR before a CRC, and with a power-of-two group a new seed only relabels the uplinks,
+        so the same flows would collide the same way under every seed."""
+        self.seed = seed
         return run_lab(self, out, quick=quick, clock="virtual", seed=seed, pcap=pcap, log=log)
 
     def plots(self, result, out):
