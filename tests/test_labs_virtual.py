@@ -56,8 +56,10 @@ def test_findings_count_the_seeds_that_hold_the_papers_direction():
 
 def test_ecmp_flow_count_mmr_and_collective_imbalance(tmp_path):
     from testbed.labs.ecmp import VIRTUAL
-    result = _run(_small(VIRTUAL, hosts_per_leaf=4), tmp_path)
+    result = _run(_small(VIRTUAL, hosts_per_leaf=4), tmp_path, seeds=(1, 2))
     row = result["seeds_detail"][0]["phases"][0]
+    # a seed is another placement and other QP numbers: other collisions, not relabelled ones
+    assert sorted(row["flows_per_uplink"]) != sorted(result["seeds_detail"][1]["phases"][0]["flows_per_uplink"])
     assert row["flows"] == 1000 and sum(row["flows_per_uplink"]) == 1000 and len(row["flows_per_uplink"]) == 16
     assert _finding(result, "flow_mmr")["values"][0] > 1.1          # the P4 hash is uneven
     assert _finding(result, "uplink_max_mean")["values"][0] > 1.5   # 4 ring flows collide on 16 uplinks
