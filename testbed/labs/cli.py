@@ -147,6 +147,7 @@ def _fail(prog, message):
 
 def run_all(args):
     """Every lab that has a virtual-time version, one after another, and one index page."""
+    import sys
     from pathlib import Path
     from testbed.labs import report
     from testbed.labs.seeds import default_seeds
@@ -164,11 +165,15 @@ def run_all(args):
         if lab is None:
             continue
         results = []
-        status = guarded(f"rocelab lab all ({name})",
-                         lambda: results.append(run_virtual(lab, out / name, quick=args.quick,
-                                                            seeds=default_seeds(args.seeds), pcap=not args.no_pcap,
-                                                            command=command_line(args, name).replace(
-                                                                f"--out {args.out}", f"--out {out / name}"))))
+        try:
+            status = guarded(f"rocelab lab all ({name})",
+                             lambda: results.append(run_virtual(lab, out / name, quick=args.quick,
+                                                                seeds=default_seeds(args.seeds), pcap=not args.no_pcap,
+                                                                command=command_line(args, name).replace(
+                                                                    f"--out {args.out}", f"--out {out / name}"))))
+        except Exception as exc:        # one lab's fault must not lose the others' pages
+            print(f"rocelab lab all: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            status = 1
         if status is not None:
             done.append((name, None, f"exit status {status}"))
             worst = max(worst, status)
