@@ -156,6 +156,21 @@ def findings_markdown(result):
     return "\n".join(lines) + "\n"
 
 
+def rejudge(lab, out):
+    """Recompute OUT's findings (directions, means) from the figures its lab.json already holds,
+    with the lab's current Finding definitions; rewrites lab.json, findings.md and index.html.
+    Nothing is re-measured."""
+    from testbed.labs import report
+    out = Path(out)
+    result = load(out / "lab.json")
+    result["findings"] = aggregate(lab, result["seeds"], [d["figures"] for d in result["seeds_detail"]])
+    result["findings"] += lab.cross_seed(result)
+    write(result, out)
+    report.write_lab_page(result, out)
+    (out / "findings.md").write_text(findings_markdown(result))
+    return result
+
+
 def _pcaps(out, seed):
     pcap_dir = Path(out) / f"seed{seed}" / "pcap"
     if not pcap_dir.is_dir():
