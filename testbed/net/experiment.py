@@ -533,6 +533,10 @@ def demo(target="engine", out=None, size=None, name_prefix=None, grpc_base_port=
     if len(results) == 2 and all(r["collective"]["busbw_gbps"] for r in results):
         speedup = results[1]["collective"]["busbw_gbps"] / results[0]["collective"]["busbw_gbps"]
         text += f"\n\n# QPN hashing + {DEMO_QPS} QPs/connection vs 5-tuple with 1 QP: busbw x{speedup:.2f}"
+        if not virtual:
+            text += ("\n# (real time: software switches and NICs share this machine's CPUs, so this ratio moves "
+                     "with its load;\n#  `rocelab demo --clock virtual` gives the fabric's own figure, the same on "
+                     "every machine)")
     (out / "demo.txt").write_text(text + "\n")
     print(text)
     print(f"\n*** wrote {out}: demo.txt; per phase ({', '.join(r['name'] for r in results)}): summary.json, "
