@@ -225,3 +225,10 @@ def test_lab_page_renders_in_headless_chromium(tmp_path):
                    capture_output=True, timeout=90)
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000     # a page with plots, not a blank one
+    # `rocelab lab all`'s index: every lab's findings, a lab that failed named with its error
+    from testbed.labs import report
+    index = report.write_index_page([("ecmp", result, None), ("te", None, "exit status 2")], tmp_path / "ecmp",
+                                    "rocelab lab all --quick", 12.0)
+    dom = subprocess.run(base + ["--dump-dom", index.as_uri()], capture_output=True, text=True, timeout=90)
+    assert 'href="ecmp/index.html"' in dom.stdout and "did not run: exit status 2" in dom.stdout
+    assert dom.stdout.count("average MMR over 1.2") == 1
