@@ -177,7 +177,7 @@ def run_all(args):
         if status is not None:
             done.append((name, None, f"exit status {status}"))
             worst = max(worst, status)
-            if status == 130:
+            if status in (130, 129, 143):     # Ctrl-C, SIGHUP, SIGTERM: the user wants it to stop
                 break
             continue
         done.append((name, results[0], None))
