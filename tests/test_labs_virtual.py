@@ -148,6 +148,34 @@ def test_ecn_tight_thresholds_mark_and_slow_the_allreduce(tmp_path):
     assert _finding(result, "slowdown")["values"][0] > 0
 
 
+def test_flowlet_small_gaps_reorder_and_gaps_beyond_the_rtt_do_not(tmp_path):
+    from testbed.labs.flowlet import VirtualFlowlets
+
+    class Small(VirtualFlowlets):
+        def shape(self, quick):
+            return dict(super().shape(quick), spines=4, hosts_per_leaf=4)
+
+        def gaps(self, quick):
+            return [1, 256]
+    result = _run(Small(), tmp_path)
+    rows = {r["gap_us"]: r for r in result["seeds_detail"][0]["phases"]}
+    assert rows[1]["oos"] > 0 and rows[256]["oos"] == 0
+    assert rows[256]["gap_us"] > rows[256]["rtt_us"] / 2
+    assert _finding(result, "oos_fall")["values"][0] > 1
+
+
+def test_subscription_1_2_beats_1_1_static_and_te_keeps_it(tmp_path):
+    from testbed.labs.subscription import Subscription
+
+    class Small(Subscription):
+        def base_shape(self, quick):
+            return dict(super().base_shape(quick), spines=4, hosts_per_leaf=4)
+    result = _run(Small(), tmp_path)
+    assert [r["status"] for r in result["seeds_detail"][0]["phases"]] == ["ok"] * 4
+    assert _finding(result, "stage2_gain")["values"][0] > 0
+    assert _finding(result, "stage4_vs_stage2")["values"][0] > -0.10
+
+
 # --- the workload pattern ------------------------------------------------------------------
 
 @pytest.mark.parametrize("preset", ["dense", "moe"])
