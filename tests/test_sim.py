@@ -209,3 +209,15 @@ def test_faults_at_simulated_times(tmp_path):
         parse_fault("link:leaf1-leaf2:down@1us", clos)
     with pytest.raises(ValueError, match="KIND:TARGET"):
         parse_fault("spine1 down", clos)
+
+
+def test_incast_lossless_with_800g_uplinks(tmp_path):
+    """1:2 subscription (800G uplinks): each switch's headroom is sized for its fastest port.
+    (A headroom sized for 400G everywhere dropped 293 lossless packets here.)"""
+    spec = ClosSpec(spines=1, leaves=17, hosts_per_leaf=1, link_rate_mbps=RATE, oversubscription=0.5,
+                    clock="virtual")
+    result = run_virtual(tmp_path, "incast", [102 << 20], spec=spec, cts=False)
+    assert result["collective"]["status"] == "ok"
+    lossless = [q for q in result["queues"] if q["priority"] == 3]
+    assert sum(q["pfc_tx"] for q in lossless) > 0
+    assert [q for q in lossless if q["drops"] or q["headroom_drops"] or q["watchdog_drops"]] == []

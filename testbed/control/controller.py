@@ -34,15 +34,16 @@ class FabricController:
                  device_config_path=None, election_id=(0, 1), role=None, connect_timeout=10.0,
                  knobs=None, switches=None, down_links=(), rpc_timeout=DEFAULT_RPC_TIMEOUT,
                  pipeline_timeout=DEFAULT_PIPELINE_TIMEOUT, addresses=None, seed=0,
-                 headroom_response_us=None, headroom_cable_m=None):
+                 headroom_response_us=None, headroom_cable_m=None, headroom_mtu=None):
         """addresses: {switch: gRPC address} where a switch's P4Runtime server is not at its
         Clos address (virtual time serves each on a Unix socket, "unix:/path"); seed: varies every switch's
-        ECMP hash seed (0 keeps the default, one per device id); headroom_response_us/_cable_m:
-        the response time and cable length the default PFC headroom is computed for (default:
+        ECMP hash seed (0 keeps the default, one per device id); headroom_response_us/_cable_m/_mtu:
+        the response time, cable length and MTU the default PFC headroom is computed for (default:
         the real-time lab's, testbed/switch/buffers.py; virtual time passes the physical ones)."""
         self.clos = clos
         self.headroom_model = (buffers.REALTIME_RESPONSE_US if headroom_response_us is None else headroom_response_us,
-                               buffers.LAB_CABLE_M if headroom_cable_m is None else headroom_cable_m)
+                               buffers.LAB_CABLE_M if headroom_cable_m is None else headroom_cable_m,
+                               buffers.LAB_MTU if headroom_mtu is None else headroom_mtu)
         self.program_path = str(program_path or program or DEFAULT_PROGRAM)
         if target not in pipeline_config.TARGETS:
             raise ControlError(f"target {target!r}: choose one of {', '.join(pipeline_config.TARGETS)}")
@@ -439,9 +440,9 @@ def _seeded(knobs, switch, seed=0):
 
 def _with_port_headroom(knobs, switch, model):
     """Unset PFC headroom comes from the calculator for the switch's fastest port and
-    `model` = (response time us, cable m)."""
-    response_us, cable_m = model
-    return with_headroom(knobs, max((p.rate_mbps for p in switch.ports.values()), default=0.0),
+    `model` = (response time us, cable m, MTU)."""
+    response_us, cable_m, mtu = model
+    return with_headroom(knobs, max((p.rate_mbps for p in switch.ports.values()), default=0.0), mtu=mtu,
                          response_us=response_us, cable_m=cable_m)
 
 

@@ -54,7 +54,7 @@ class SimFabric:
         self.watchdog_s = profile.buffer_config().watchdog_detect_s     # the paper's 200 ms
         self.cable_s = {"host": host_cable_m * profile.NS_PER_METER * 1e-9,
                         "fabric": fabric_cable_m * profile.NS_PER_METER * 1e-9}
-        self.controller_options = {"knobs": profile.knobs(), **(controller_options or {})}
+        self.controller_options = {"knobs": profile.knobs(), **profile.headroom_model(), **(controller_options or {})}
         self.sample_interval_s = sample_interval_s
         self.log = log or (lambda msg: None)
         self.scheduler = Scheduler()

@@ -32,8 +32,9 @@ def packets(nbytes):
 
 def knobs():
     """The fabric knobs of a production-like switch: ECN at 5 MB (a step: Kmin = Kmax - 1), and
-    the lossless PG profile of testbed/switch/buffers.py at 400G (XOFF/XON a few frames apart per
-    ingress port and priority, headroom from the calculator for 100 m of fiber)."""
+    the lossless PG profile of testbed/switch/buffers.py (XOFF/XON a few frames apart per
+    ingress port and priority). The headroom is left to the controller, which sizes it per
+    switch for its fastest port with `headroom_model()` (an 800G uplink needs twice a 400G's)."""
     from testbed.control.knobs import EcnProfile, Knobs, PfcConfig
     from testbed.switch import buffers
     ecn = packets(ECN_BYTES)
@@ -41,7 +42,14 @@ def knobs():
     pg = buffers.production_pg_profile(LINK_RATE_MBPS * 1e6, cable_m=FABRIC_CABLE_M)
     return replace(base, flowlet_gap_us=FLOWLET_GAP_US,
                    ecn={3: EcnProfile(ecn - 1, ecn, 1.0)},
-                   pfc={3: PfcConfig(pg.xoff, pg.xon, PFC_REFRESH_US, headroom=pg.headroom)})
+                   pfc={3: PfcConfig(pg.xoff, pg.xon, PFC_REFRESH_US)})
+
+
+def headroom_model():
+    """FabricController options: the physical terms of the headroom formula (no loop lag)."""
+    from testbed.switch import buffers
+    return {"headroom_response_us": buffers.PRODUCTION_RESPONSE_US, "headroom_cable_m": FABRIC_CABLE_M,
+            "headroom_mtu": buffers.PRODUCTION_MTU}
 
 
 def buffer_config():
