@@ -36,7 +36,7 @@ class FabricController:
                  pipeline_timeout=DEFAULT_PIPELINE_TIMEOUT, addresses=None, seed=0,
                  headroom_response_us=None, headroom_cable_m=None, headroom_mtu=None):
         """addresses: {switch: gRPC address} where a switch's P4Runtime server is not at its
-        Clos address (virtual time serves each on a Unix socket, "unix:/path"); seed: varies every switch's
+        Clos address (virtual time serves each on an abstract Unix socket, "unix-abstract:name"); seed: varies every switch's
         ECMP hash seed (0 keeps the default, one per device id); headroom_response_us/_cable_m/_mtu:
         the response time, cable length and MTU the default PFC headroom is computed for (default:
         the real-time lab's, testbed/switch/buffers.py; virtual time passes the physical ones)."""

@@ -4,16 +4,16 @@ real-time FabricNet that experiments use (controller, switch nodes, counters, ra
     with SimFabric(clos, out_dir="runs/x", seed=1) as fabric:
         reports = fabric.run_ranks(job, "runs/x/ranks")
 
-Each switch's P4Runtime server runs in this process on a Unix socket of its own, and the
+Each switch's P4Runtime server runs in this process on an abstract Unix socket of its own, and the
 fabric controller programs `p4/fabric.p4` through it exactly as it does a switch process.
 Cables: serialization at the port's rate plus a propagation delay (defaults: 10 m of copper
 from host to leaf, 100 m of fiber between tiers, 5 ns/m).
 """
 import contextlib
+import itertools
 import json
-import shutil
+import os
 import signal
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,6 +30,7 @@ from testbed.sim.wire import Wire
 LOSSLESS_PRIORITIES = (3,)
 _PROGRAMS = {}                 # P4 source -> compiled Program (compiled programs are read-only)
 _COMPILE_LOCK = threading.Lock()
+_FABRIC_IDS = itertools.count(1)       # several fabrics in one process get their own socket names
 SAMPLE_INTERVAL_S = 10e-6
 
 
@@ -66,7 +67,7 @@ class SimFabric:
         self.timings = {}
         self.fault_log = []           # [{t_s, fault}] as they happened
         self.link_listeners = []      # fn(a, b, up) after a link changed (the TE service: testbed/te/virtual.py)
-        self._socket_dir = None
+        self._socket_prefix = None
 
     # --- clock ---
     def clock(self):
@@ -92,9 +93,9 @@ class SimFabric:
         t0 = time.monotonic()
         if not self.program.is_file():
             raise SimFabricError(f"P4 program {self.program} not found")
-        # P4Runtime over Unix sockets in a private directory: no TCP port taken, nothing
-        # reachable from outside this user, removed at stop().
-        self._socket_dir = tempfile.mkdtemp(prefix="rocelab-sim-")
+        # P4Runtime over abstract Unix sockets (Linux): no TCP port taken, not reachable from
+        # outside this machine's network namespace, and nothing on disk for a killed run to leave.
+        self._socket_prefix = f"rocelab-sim-{os.getpid()}-{next(_FABRIC_IDS)}"
         if self.pcap_dir:
             self.pcap_dir.mkdir(parents=True, exist_ok=True)
         sched = self.scheduler
@@ -105,7 +106,7 @@ class SimFabric:
                                         clock=sched.now, nanoseconds=True)
             node = SimSwitch(sched, sw, CPU_PORT, captures, seed=self.seed, buffer_config=profile.buffer_config())
             node.server = P4RuntimeServer(node.switch, device_id=sw.device_id,
-                                          address=f"unix:{self._socket_dir}/{sw.name}.p4rt",
+                                          address=f"unix-abstract:{self._socket_prefix}/{sw.name}",
                                           compiler=self._compile).start()
             self.nodes[sw.name] = node
         for host in self.clos.hosts.values():
@@ -177,9 +178,6 @@ class SimFabric:
             if node.switch.captures:
                 node.switch.captures.close()
             node.switch.close()
-        if self._socket_dir:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
-            self._socket_dir = None
 
     # --- what experiments use ---
     @property
