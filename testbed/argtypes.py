@@ -143,3 +143,16 @@ def host_port(text):
     if len(host) > 255 or any(c.isspace() for c in host):
         raise argparse.ArgumentTypeError(f"{shown(text)}: {shown(host)} is not a host name or address")
     return text
+
+
+def nests_deeper(value, limit):
+    """True when a parsed JSON `value` nests deeper than `limit` lists/objects (iterative, so a
+    hostile document cannot exhaust the stack). Job files and REST bodies refuse such input."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False

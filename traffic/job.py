@@ -46,6 +46,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from testbed.argtypes import nests_deeper
 from traffic.collectives import PATTERNS
 from traffic.dcqcn import DcqcnParams
 from traffic.nic import DEFAULT_CLASSES, NicConfig, TrafficClass
@@ -327,18 +328,6 @@ def _refuse_constant(name):
     raise JobError(f"{name} is not a number in JSON (jobs take finite numbers only)")
 
 
-def _nesting(value, limit):
-    """True when `value` nests deeper than `limit` lists/objects (iterative: no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                return True
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return False
-
-
 def loads_job(text, where="job"):
     """The JSON object of a job file's text (bytes or str), with a JobError naming what is wrong."""
     if isinstance(text, bytes):
@@ -358,7 +347,7 @@ def loads_job(text, where="job"):
         raise JobError(f"{where}: {exc}") from None
     except ValueError as exc:  # e.g. an integer literal with more digits than Python converts
         raise JobError(f"{where}: not usable JSON: {str(exc)[:100]}") from None
-    if _nesting(data, MAX_NESTING):
+    if nests_deeper(data, MAX_NESTING):
         raise JobError(f"{where}: JSON nested too deeply (a job nests at most {MAX_NESTING} levels)")
     return data
 

@@ -9,6 +9,7 @@ Numbers are finite. Bodies are size-limited and parsed without NaN/Infinity or d
 import json
 import math
 
+from testbed.argtypes import nests_deeper
 from testbed.te.topology import FabricError
 
 MAX_BODY_BYTES = 64 * 1024     # the largest real request is a few hundred bytes
@@ -70,17 +71,6 @@ def _no_constant(text):
     raise FieldError(f"request body: {text} is not a JSON number (finite numbers only)")
 
 
-def _too_deep(value, limit):
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                return True
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return False
-
-
 def parse_body(raw):
     """The JSON object in request body `raw` (bytes); {} when empty."""
     if not raw:
@@ -101,7 +91,7 @@ def parse_body(raw):
         raise FieldError(f"request body is not usable JSON: {str(exc)[:100]}") from None
     if not isinstance(data, dict):
         raise FieldError("request body must be a JSON object")
-    if _too_deep(data, MAX_NESTING):
+    if nests_deeper(data, MAX_NESTING):
         raise FieldError(f"request body nests deeper than {MAX_NESTING} levels")
     return data
 
