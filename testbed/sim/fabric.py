@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from testbed.clos import CPU_PORT
+from testbed.net import telemetry
 from testbed.net.fabric_errors import FabricError
 from testbed.net.port_model import PortModel
 from testbed.sim import faults as sim_faults, profile
@@ -312,15 +313,13 @@ def _signals_stop(scheduler):
             signal.signal(sig, previous)
 
 
-class QueueSampler:
-    """Queue depths every `sample_interval_s` of simulated time (non-empty queues only)."""
+class QueueSampler(telemetry.QueueSampler):
+    """Queue depths every `sample_interval_s` of simulated time (non-empty queues only): the
+    real-time sampler's samples and max_depths, ticked by the scheduler instead of a thread."""
 
     def __init__(self, fabric):
-        self.fabric = fabric
-        self.interval_s = fabric.sample_interval_s
-        self.samples = []
+        super().__init__(fabric, fabric.sample_interval_s)
         self._timer = None
-        self.t0 = None
 
     def start(self):
         self.t0 = self.fabric.clock()
@@ -331,9 +330,8 @@ class QueueSampler:
         t = round(self.fabric.clock() - self.t0, 9)
         for node in self.fabric.nodes.values():
             switch = node.switch
-            for number in switch._busy:
-                port = switch.egress_ports[number]
-                for prio, queue in enumerate(port.queues):
+            for number in switch._busy:          # only ports with something queued
+                for prio, queue in enumerate(switch.egress_ports[number].queues):
                     if queue:
                         self.samples.append((t, node.name, number, prio, len(queue)))
         self._timer = self.fabric.scheduler.after(self.interval_s, self._tick)
@@ -342,10 +340,3 @@ class QueueSampler:
         if self._timer is not None:
             self._timer.cancel()
         return self.samples
-
-    def max_depths(self):
-        out = {}
-        for _t, sw, port, prio, depth in self.samples:
-            key = (sw, port, prio)
-            out[key] = max(out.get(key, 0), depth)
-        return out

@@ -86,10 +86,6 @@ class SimSwitch:
         if wake is not None:
             self._schedule(wake)
 
-    def inject(self, port, frame):
-        """A packet-out: processed as if received on `port` (the CPU port)."""
-        self.receive(port, bytes(frame))
-
     # -- what the agent gives a real-time switch ------------------------------------------------
     def apply_port_models(self, pfc_priorities, watchdog_s=None):
         """Each port's PortModel (self.models, set by the fabric), which PFC priorities pause

@@ -10,10 +10,6 @@ import itertools
 from greenlet import greenlet
 
 
-class SimulationError(RuntimeError):
-    """A process raised: the run cannot go on meaningfully."""
-
-
 class Timer:
     __slots__ = ("when", "fn", "args", "cancelled")
 
@@ -78,9 +74,6 @@ class Scheduler:
                     break
         return self._now
 
-    def pending(self):
-        return sum(1 for *_x, t in self._heap if not t.cancelled)
-
 
 class Process:
     """Blocking-style code on the simulated clock.
@@ -122,11 +115,6 @@ class Process:
         """Called from inside the process: sleep until woken or `timeout` seconds pass."""
         self._waiting = True
         self._timer = self.scheduler.after(max(0.0, timeout), self._resume)
-        self.scheduler.hub.switch()
-
-    def sleep(self, seconds):
-        self._waiting = False
-        self._timer = self.scheduler.after(max(0.0, seconds), self._resume)
         self.scheduler.hub.switch()
 
     def wake(self):

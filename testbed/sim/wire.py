@@ -45,6 +45,3 @@ class Wire:
             self.deliver(frame)
         else:
             self.lost += 1
-
-    def serialization_s(self, nbytes):
-        return nbytes * 8 / self.rate_bps
