@@ -221,3 +221,32 @@ def test_incast_lossless_with_800g_uplinks(tmp_path):
     lossless = [q for q in result["queues"] if q["priority"] == 3]
     assert sum(q["pfc_tx"] for q in lossless) > 0
     assert [q for q in lossless if q["drops"] or q["headroom_drops"] or q["watchdog_drops"]] == []
+
+
+def test_a_stopped_receiver_storms_pfc_until_the_watchdog_fires_at_200ms(tmp_path):
+    """The paper's watchdog: a NIC that stops draining keeps its leaf paused (its XOFF is
+    refreshed while no frame arrives); after 200 ms without a break the leaf drops what the
+    stormed queue holds; once the host drains again the queue is restored and the run ends."""
+    from testbed.sim.faults import parse_fault
+    spec = ClosSpec(spines=1, leaves=1, hosts_per_leaf=2, link_rate_mbps=RATE, clock="virtual")
+    clos = build(spec)
+    stop_at, resume_at = 20e-6, 0.3
+    faults = [parse_fault(f"nic:h2:stop@{stop_at * 1e6:g}us", clos), parse_fault(f"nic:h2:resume@{resume_at * 1e3:g}ms", clos)]
+    job = job_for(clos, "stream", [8 << 20], mtu=profile.NIC_MTU, cts=False)
+    with Experiment(clos, out=tmp_path / "w", pcap=False, clock="virtual", log=lambda m: None) as exp:
+        result = exp.run_phase("w", job, FabricSettings(pfc=True), faults=faults)
+    assert result["collective"]["status"] == "ok", result["errors"]
+    start = result["fault_events"][0]["t_s"] - stop_at
+    storms = [e for e in result["switch_events"] if "stormed" in e["event"]]
+    restored = [e for e in result["switch_events"] if "restored" in e["event"]]
+    assert len(storms) == 1 and storms[0]["switch"] == "leaf1" and "priority 3" in storms[0]["event"]
+    # the pause starts once the stopped NIC's buffer passes XOFF: within a few us of the stop
+    assert storms[0]["t_s"] - start == pytest.approx(stop_at + 0.2, abs=50e-6)
+    assert len(restored) == 1 and restored[0]["t_s"] > resume_at
+    port = next(q for q in result["queues"] if q["switch"] == "leaf1" and q["priority"] == 3 and q["watchdog_storms"])
+    assert port["watchdog_drops"] > 0
+    # nothing else lost: the leaf's MAC kept the sender paused while no packet passed its PG
+    lossless = [q for q in result["queues"] if q["priority"] == 3]
+    assert [q for q in lossless if q["drops"] or q["headroom_drops"]] == []
+    receiver = next(h for h in result["hosts"] if h["name"] == "h2")
+    assert receiver["pfc_tx"] > 0.2 / 84e-6      # refreshed all along (an XOFF lasts 84 us at 400G)

@@ -123,6 +123,35 @@ def test_pfc_pauses_only_named_priority_for_quanta_time(make_switch):
     assert ports[1].receive_all(wait=0.05) == []
 
 
+def _frames_for(port, seconds):
+    end = time.monotonic() + seconds
+    got = []
+    while (left := end - time.monotonic()) > 0:
+        port.peer.settimeout(left)
+        try:
+            got.append(port.peer.recv(65536))
+        except OSError:        # socket.timeout
+            break
+    return got
+
+
+def test_the_mac_keeps_an_xoff_up_until_an_xon_lifts_it(make_switch):
+    """An XOFF the program sent stands: the port's MAC sends it again at half its pause time
+    while no XON follows (no packet need pass the PG for that), and stops after the XON."""
+    sw, ports = make_switch({1: 2})
+    sw.egress_port(2).set_rate(10_000_000)
+    quanta = 2000                     # 2000 * 512 / 10 Mb/s = 102 ms: refreshed every 51 ms
+    ports[1].peer.send(pfc.build_pfc("02:00:00:00:00:09", {3: quanta}))
+    got = _frames_for(ports[2], 0.4)       # receive_all would wait for a silence that never comes
+    assert len(got) >= 2 and {tuple(pfc.decode_pfc(f)) for f in got} == {((3, quanta),)}
+    assert all(f[6:12] == bytes.fromhex("020000000009") for f in got)
+    assert sw.port_status(2)["pfc_refresh_tx"][3] == len(got) - 1
+    ports[1].peer.send(pfc.build_pfc("02:00:00:00:00:09", {3: 0}))
+    got = _frames_for(ports[2], 0.3)
+    assert [pfc.decode_pfc(f) for f in got[-1:]] == [[(3, 0)]]
+    assert ports[2].receive_all(wait=0.2) == []         # lifted: no refresh after the XON
+
+
 def test_zero_quanta_resumes(make_switch):
     sw, ports = make_switch({1: 2})
     port = sw.egress_port(2)

@@ -678,7 +678,8 @@ class Nic:
                     qp.dcqcn_next = qp.dcqcn.tick(now)
             self.next_ack_due = next_ack
         if self.cfg.slow_rx_bps:
-            self._slow_receiver(now)
+            return self._slow_receiver(now)
+        return 0
 
     def _buffer_rx(self, qp, nbytes):
         backlog = self.rx_backlog
@@ -693,15 +694,18 @@ class Nic:
             self.stats["rx_buffer_peak"] = self.rx_buffer
 
     def _drain_rx(self, now):
-        """Hand the host what the drain rate allows since the last call, oldest bytes first."""
+        """Hand the host what the drain rate allows since the last call, oldest bytes first;
+        returns how many bytes it took."""
         # rounded so that clock arithmetic (0.005 s x 1 MB/s = 4999.99...) does not lose a byte
         budget = round(self._rx_drain_carry + (now - self._rx_drain_at) * self.cfg.slow_rx_bps / 8, 6)
         self._rx_drain_at = now
         backlog = self.rx_backlog
+        taken = 0
         while backlog and budget >= 1:
             entry = backlog[0]
             take = min(entry[1], int(budget))
             budget -= take
+            taken += take
             entry[1] -= take
             self.rx_buffer -= take
             if not entry[1]:
@@ -709,9 +713,10 @@ class Nic:
             if self.on_rx_consumed:
                 self.on_rx_consumed(entry[0], take)
         self._rx_drain_carry = budget if backlog else 0.0
+        return taken
 
     def _slow_receiver(self, now):
-        self._drain_rx(now)
+        taken = self._drain_rx(now)
         prio = self.cfg.classes["data"].priority
         if self.rx_buffer > self.cfg.pfc_xoff_bytes:
             if not self._pfc_sent_xoff or now >= self._pfc_refresh:
@@ -722,14 +727,15 @@ class Nic:
         elif self._pfc_sent_xoff and self.rx_buffer < self.cfg.pfc_xon_bytes:
             self.send_pfc({prio: 0})
             self._pfc_sent_xoff = False
+        return taken
 
     def poll(self, max_wait=0.002):
         """One turn of the loop: receive, run timers, transmit; sleep only when there is nothing to do."""
         now = self.now()
         got = self._receive(now)
-        self._timers(now)
+        consumed = self._timers(now)
         sent = self._transmit(now)
-        if got or sent:
+        if got or sent or consumed:      # the host taking payload in can free credit (CTS) to act on
             return True
         wait = max_wait
         soonest = min((qp.next_send for qp in self._qp_list if qp.has_work()), default=None)
@@ -739,9 +745,25 @@ class Nic:
             wait = min(wait, max(0.0, ready - now))
         if self.next_ack_due is not None:       # a delayed ACK must not wait for the next frame
             wait = min(wait, max(TIMER_TICK_S, self.next_ack_due - now))
+        if self.cfg.slow_rx_bps and (self.rx_buffer or self._pfc_sent_xoff):
+            wait = min(wait, max(TIMER_TICK_S, self._slow_receiver_due(now) - now))
         if wait > 0:
             self._wait(wait)
         return False
+
+    def _slow_receiver_due(self, now):
+        """When the slow receiver next has something to do while no frame arrives: a paused
+        peer sends nothing, so waiting for a frame would let the XOFF lapse (no refresh) or
+        hold the peer paused past the drain to XON."""
+        bytes_per_s = self.cfg.slow_rx_bps / 8
+        # the host takes payload in at least a packet at a time (what CTS grants credit on)
+        due = now + self.cfg.mtu / bytes_per_s
+        if self._pfc_sent_xoff:
+            if self.rx_buffer > self.cfg.pfc_xoff_bytes:
+                due = min(due, self._pfc_refresh)
+            else:
+                due = min(due, now + (self.rx_buffer - self.cfg.pfc_xon_bytes + 1) / bytes_per_s)
+        return due
 
     def _select(self, seconds):
         select.select([self.sock.sock] + self.extra_fds, [], [], seconds)

@@ -220,6 +220,7 @@ class Experiment:
                                clock=self.clock)
         if virtual:
             result["fault_events"] = list(self.fabric.fault_log)
+            result["switch_events"] = list(self.fabric.switch_events)
             # Everything else is a function of the run's arguments and seed; this block is not.
             result["wall_clock"] = {"started": result.pop("started"), "elapsed_s": round(wall, 3),
                                     "boot_s": round(self.fabric.timings.get("boot_s", 0.0), 3),

@@ -104,7 +104,8 @@ def queue_rows(switches, before, after, max_depths=None):
     watchdog_drops, pg_max_bytes} as deltas between two snapshots.
 
     drops: tail drops of the queue (traffic manager); ecn_marked and pfc_tx: what the P4
-    program marked / generated on that egress port; pfc_rx: PFC frames the port's MAC
+    program marked / generated on that egress port (pfc_tx with the XOFFs the port's MAC
+    refreshed on its own, testbed/switch/pfc.py PauseRefresh); pfc_rx: PFC frames the port's MAC
     received for that priority (the port's own count, else the program's); paused_us: time
     that queue was paused; max_depth: the largest sampled depth (`max_depths`, packets);
     headroom_drops: lossless packets the ingress PG (this port, this priority) had no
@@ -132,7 +133,7 @@ def queue_rows(switches, before, after, max_depths=None):
                     "drops": agent("tail_drops"),
                     "max_depth": max(max_depths.get((name, port, prio), 0), _per_prio(s1, "queue_depth", prio)),
                     "ecn_marked": p4("ecn_marks"),
-                    "pfc_tx": p4("pfc_tx"),
+                    "pfc_tx": p4("pfc_tx") + agent("pfc_refresh_tx"),
                     "pfc_rx": agent("pfc_rx") if "pfc_rx" in s1 else p4("pfc_rx"),
                     "paused_us": agent("paused_us"),
                     "tx_packets": p4("tx_packets"),

@@ -10,6 +10,7 @@ Cables: serialization at the port's rate plus a propagation delay (defaults: 10 
 from host to leaf, 100 m of fiber between tiers, 5 ns/m).
 """
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -67,12 +68,17 @@ class SimFabric:
         self.controller = None
         self.timings = {}
         self.fault_log = []           # [{t_s, fault}] as they happened
+        self.switch_events = []       # [{t_s, switch, event}]: what switches noticed (PFC watchdog storms)
         self.link_listeners = []      # fn(a, b, up) after a link changed (the TE service: testbed/te/virtual.py)
         self._socket_prefix = None
 
     # --- clock ---
     def clock(self):
         return self.scheduler.now()
+
+    def _switch_notice(self, switch, message):
+        self.switch_events.append({"t_s": round(self.clock(), 9), "switch": switch, "event": message})
+        self.log(f"{switch}: {message}")
 
     # --- boot ---
     def __enter__(self):
@@ -106,6 +112,7 @@ class SimFabric:
                 captures = PortCaptures(str(self.pcap_dir), {n: sw.intf(n) for n in sw.ports},
                                         clock=sched.now, nanoseconds=True)
             node = SimSwitch(sched, sw, CPU_PORT, captures, seed=self.seed, buffer_config=profile.buffer_config())
+            node.switch.notice = functools.partial(self._switch_notice, sw.name)
             node.server = P4RuntimeServer(node.switch, device_id=sw.device_id,
                                           address=f"unix-abstract:{self._socket_prefix}/{sw.name}",
                                           compiler=self._compile).start()

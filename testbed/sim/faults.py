@@ -8,6 +8,7 @@
     nic:h3:slow=25%@0               a slow receiver: the host drains its NIC at 25% of line
                                      rate (the NIC's receive buffer fills and it sends PFC)
     nic:h3:stop@1ms                 the host stops draining at all: a NIC that storms PFC
+    nic:h3:resume@300ms             the host drains at line rate again (what it held goes first)
 
 Times take ns, us, ms or s (a bare number is seconds).
 """
@@ -29,7 +30,7 @@ class Fault:
     at_s: float
     kind: str          # link | switch | nic
     target: tuple      # (a, b) for links, (name,) otherwise
-    action: str        # down | up | slow | stop
+    action: str        # down | up | slow | stop | resume
     value: float = 0.0 # slow: fraction of line rate
 
     def __str__(self):
@@ -70,7 +71,7 @@ def parse_fault(text, clos):
         ends = (target,)
         if target not in clos.hosts:
             raise FaultError(f"--fault {text!r}: no host {target!r}")
-        if action == "stop":
+        if action in ("stop", "resume"):
             pass
         elif action.startswith("slow="):
             share = action[5:].rstrip("%")
@@ -82,7 +83,7 @@ def parse_fault(text, clos):
                 raise FaultError(f"--fault {text!r}: a slow receiver drains at between 0% and 100% of line rate")
             action = "slow"
         else:
-            raise FaultError(f"--fault {text!r}: a NIC can be slow=PERCENT% or stop")
+            raise FaultError(f"--fault {text!r}: a NIC can be slow=PERCENT%, stop or resume")
     return Fault(at, kind, ends, action, value)
 
 
@@ -106,4 +107,5 @@ def apply(fabric, fault, runners_by_host):
         nic.cfg = copy.copy(nic.cfg)          # ranks share the job's NicConfig: this NIC alone
         line = nic.cfg.line_rate_bps
         nic._rx_drain_at = fabric.clock()
-        nic.cfg.slow_rx_bps = STOPPED_RX_BPS if fault.action == "stop" else line * fault.value
+        # resume: drain at line rate (not "no receive buffer"), so what the buffer holds goes first
+        nic.cfg.slow_rx_bps = {"stop": STOPPED_RX_BPS, "resume": line}.get(fault.action, line * fault.value)

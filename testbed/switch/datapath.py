@@ -22,7 +22,7 @@ from testbed.switch.buffers import (PG_PROFILE_TABLE, WATCHDOG_DETECT_S, BufferC
                                     auto_watchdog_detect_s)
 from testbed.switch.looplag import LagHistogram
 from testbed.switch.traffic_manager import (CATCH_UP_SECONDS, BufferAccount, DelayLine, EgressPort,
-                                            NUM_PRIORITIES)
+                                            NUM_PRIORITIES, PFC_REFERENCE_BPS)
 
 RX_BATCH = 64           # frames read from one port before looking at the others
 MIN_ETHERNET = 14       # shorter frames are runts: the MAC discards them
@@ -69,6 +69,7 @@ class Switch:
         self.notice = None                  # callable(str) for rare events (watchdog)
         self._watched = set()               # egress ports with a pause in progress or a storm
         self.delay_line = DelayLine()
+        self.pause_refresh = pfc.PauseRefresh()   # the MAC keeps an XOFF up until an XON lifts it
         self.packet_in_handler = None       # callable(frame) for frames egressing to the CPU port
         self.pipeline_errors = 0
         self.last_error = None
@@ -342,6 +343,15 @@ class Switch:
             due = self.delay_line.next_time()
             if due is not None and (wake is None or due < wake):
                 wake = due
+        due = self.pause_refresh.next_due()
+        if due is not None:
+            if due <= now:
+                for number, frame in self.pause_refresh.due_frames(now):
+                    if not self._transmit(number, frame):
+                        self.pause_refresh.forget(number)     # the link is gone: nothing stands
+                due = self.pause_refresh.next_due()
+            if due is not None and (wake is None or due < wake):
+                wake = due
         return wake
 
     def _service_queues(self, now):
@@ -441,16 +451,20 @@ class Switch:
                     handler(frame)
                 except Exception as exc:   # a controller-side fault must not stop the switch
                     self.last_error = f"packet-in handler: {type(exc).__name__}: {exc}"
-            return
+            return True
         if self.ports[number].send(frame) is False:
             counters.tx_refused += 1   # the kernel refused it (EMSGSIZE, full buffer, link down): a drop
             if self.log:
                 self.log(f"port {number}: frame of {len(frame)} B refused by the interface: dropped")
-            return
+            return False
         counters.tx_packets += 1
         counters.tx_bytes += len(frame)
         if self.captures and number in self.captures.egress:
             self.captures.egress[number].write(frame)
+        if frame[12:16] == pfc.PFC_SIGNATURE:
+            port = self.egress_ports[number]
+            self.pause_refresh.transmitted(number, frame, port.rate_bps or PFC_REFERENCE_BPS, self.clock())
+        return True
 
     def _pipeline_fault(self, stage, port, exc):
         self.pipeline_errors += 1
@@ -482,6 +496,7 @@ class Switch:
             "watchdog_storms": list(port.storms),
             "watchdog_drops": list(port.storm_drops),
             "watchdog_stormed": [p for p in range(NUM_PRIORITIES) if port.stormed[p]],
+            "pfc_refresh_tx": list(self.pause_refresh.sent.get(number, [0] * NUM_PRIORITIES)),
             **self.buffer.port_state(number),
             **counters,
         }

@@ -56,3 +56,58 @@ def build_pfc(src_mac, quanta_by_priority, dst_mac=PFC_DEST_MAC):
 def pause_seconds(quanta, rate_bps):
     """How long `quanta` pause a port running at `rate_bps`."""
     return quanta * QUANTUM_BITS / rate_bps
+
+
+class PauseRefresh:
+    """What an 802.1Qbb MAC does on its own between the frames its client asks for.
+
+    The program decides XOFF and XON (fabric.p4, from its PG registers, as packets pass), but
+    the pause it sent runs out at the peer after `quanta` x 512 bit times. While no XON has
+    followed, the MAC sends the XOFF again at half that time. Without it, a PG that no packet
+    passes through any more (its upstream paused, its egress paused downstream, as in a PFC
+    storm) lets the upstream resume into a full headroom, over and over."""
+
+    def __init__(self):
+        self._standing = {}      # port -> (src_mac, {priority: quanta}) of XOFFs not yet lifted
+        self._due = {}           # port -> when to send them again
+        self.sent = {}           # port -> [refresh frames per priority]
+
+    def transmitted(self, port, frame, rate_bps, now):
+        """Note a PFC frame the port sent: XOFFs start standing, XONs lift them."""
+        try:
+            entries = decode_pfc(frame)
+        except ValueError:
+            return
+        standing = self._standing.get(port, (frame[6:12], {}))[1]
+        for prio, quanta in entries:
+            if quanta:
+                standing[prio] = quanta
+            else:
+                standing.pop(prio, None)
+        if standing:
+            self._standing[port] = (frame[6:12], standing)
+            self._due[port] = now + pause_seconds(min(standing.values()), rate_bps) / 2
+        else:
+            self._standing.pop(port, None)
+            self._due.pop(port, None)
+
+    def next_due(self):
+        return min(self._due.values(), default=None)
+
+    def due_frames(self, now):
+        """(port, frame) for every standing XOFF whose refresh is due (the caller sends them,
+        which reschedules them through `transmitted`)."""
+        out = []
+        for port, when in list(self._due.items()):
+            if when <= now:
+                src, standing = self._standing[port]
+                counts = self.sent.setdefault(port, [0] * 8)
+                for prio in standing:
+                    counts[prio] += 1
+                out.append((port, build_pfc(src, standing)))
+        return out
+
+    def forget(self, port):
+        """The link went down or the port was reset: nothing stands on it any more."""
+        self._standing.pop(port, None)
+        self._due.pop(port, None)
