@@ -250,3 +250,31 @@ def test_a_stopped_receiver_storms_pfc_until_the_watchdog_fires_at_200ms(tmp_pat
     assert [q for q in lossless if q["drops"] or q["headroom_drops"]] == []
     receiver = next(h for h in result["hosts"] if h["name"] == "h2")
     assert receiver["pfc_tx"] > 0.2 / 84e-6      # refreshed all along (an XOFF lasts 84 us at 400G)
+
+
+def test_a_p4runtime_packet_out_is_forwarded_on_the_simulated_clock():
+    """A PacketOut reaches the switch in its P4Runtime server's thread; the scheduler's thread
+    takes it in (nothing else touches the data path) and the frame leaves by the named port."""
+    from p4.v1 import p4runtime_pb2
+    from testbed.sim.fabric import SimFabric
+    clos = build(ClosSpec(spines=1, leaves=1, hosts_per_leaf=2, link_rate_mbps=RATE, clock="virtual"))
+    with SimFabric(clos, pcap=False) as fabric:
+        node = fabric.switch("leaf1")
+        port = next(n for n, p in clos.switches["leaf1"].ports.items() if p.peer == "h2")
+        host = fabric.host("h2")
+        frame = bytes.fromhex(host.clos_host.nics[0].mac.replace(":", "")) + bytes(6) + b"\x88\xb5" + bytes(50)
+        request = p4runtime_pb2.StreamMessageRequest()
+        request.packet.payload = frame
+        request.packet.metadata.add(metadata_id=1, value=port.to_bytes(2, "big"))
+        fabric.controller.connections["leaf1"].client.stream_out_q.put(request)
+        deadline = time.monotonic() + 10
+        while not node.switch._injected and time.monotonic() < deadline:
+            time.sleep(0.01)                       # the server thread takes the request in
+        assert len(node.switch._injected) == 1
+        assert host.nic_port.counters.rx_packets == 0      # not forwarded outside the clock
+        t0 = fabric.scheduler.now()
+        fabric.scheduler.run(until=t0 + 1e-3)
+        assert not node.switch._injected
+        assert host.nic_port.counters.rx_packets == 1
+        assert node.switch.counters[port].tx_packets == 1
+        assert fabric.scheduler.now() > t0

@@ -55,6 +55,8 @@ class SimSwitch:
         for port in self.switch.egress_ports.values():
             port._rng.seed(f"{seed}/{self.name}/{port.number}")
         self.switch.rng = random.Random(f"{seed}/{self.name}/p4")    # the P4 `random` extern
+        # Packet-outs arrive in the P4Runtime server's thread: the scheduler's thread takes them in.
+        self.switch.wake_hook = lambda: scheduler.call_soon_threadsafe(self._take_injected)
         self.server = None
         self.models = {}
         self._service_at = None
@@ -69,6 +71,19 @@ class SimSwitch:
         switch._receive(port, frame, self.scheduler.now())
         if switch._busy or switch.delay_line:
             self._schedule(self.scheduler.now())
+
+    def _take_injected(self):
+        """Frames other threads injected (packet-out on the CPU port), received now, like the
+        real-time loop does after its poll; only what is queued now."""
+        switch = self.switch
+        now = self.scheduler.now()
+        with switch.lock:
+            for _ in range(len(switch._injected)):
+                port, frame = switch._injected.popleft()
+                if self.up:
+                    switch._receive(port, frame, now)
+        if switch._busy or switch.delay_line:
+            self._schedule(now)
 
     def _schedule(self, when):
         if self._service_at is not None and self._service_at <= when:

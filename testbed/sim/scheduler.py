@@ -4,6 +4,7 @@ Events are (time, sequence) ordered, so equal times run in the order they were s
 a run is the same on every machine. Blocking-style code (the rank runner's loops) runs as a
 :class:`Process`: a greenlet that gives the clock back to the scheduler whenever it waits.
 """
+from collections import deque
 import heapq
 import itertools
 
@@ -31,6 +32,14 @@ class Scheduler:
         self.events = 0
         self.hub = greenlet.getcurrent()
         self._stopped = False
+        self._posted = deque()      # (fn, args) handed over by other threads
+
+    def call_soon_threadsafe(self, fn, *args):
+        """From any thread: run fn(*args) in the scheduler's thread, as an event at the simulated
+        time the scheduler has reached when it next looks (at once when it is running; at the
+        start of the next run otherwise). For what other threads cause (a P4Runtime server's
+        packet-out): such an event has no simulated time of its own."""
+        self._posted.append((fn, args))      # deque.append is atomic under the GIL
 
     def now(self):
         """Simulated seconds since the start."""
@@ -55,8 +64,15 @@ class Scheduler:
         4096 events (progress display, Ctrl-C checks). Returns the simulated time reached."""
         heap = self._heap
         pop = heapq.heappop
+        posted = self._posted
         self._stopped = False
-        while heap and not self._stopped:
+        while not self._stopped:
+            if posted:
+                while posted:
+                    fn, args = posted.popleft()
+                    self.at(self._now, fn, *args)
+            if not heap:
+                break
             when, _seq, timer = heap[0]
             if until is not None and when > until:
                 self._now = until

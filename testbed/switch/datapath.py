@@ -82,6 +82,8 @@ class Switch:
         self._thread = None
         self.failure = None                 # why the data-path thread died (None while it runs)
         self.on_failure = None              # callable(reason), called from the dying thread
+        self.wake_hook = None               # callable() instead of the pipe, when something other
+                                            # than run() drives the data path (virtual time)
 
     # -- control (any thread) -------------------------------------------------
     def now_us(self):
@@ -163,6 +165,9 @@ class Switch:
                 pass
 
     def _wake(self):
+        if self.wake_hook is not None:
+            self.wake_hook()
+            return
         try:
             os.write(self._wake_w, b"x")
         except (BlockingIOError, OSError):
