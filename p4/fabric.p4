@@ -684,10 +684,19 @@ control FabricIngress(inout headers_t hdr,
                 } else {
                     /* crc32, not crc16: BMv2's crc16 polynomial has an (x + 1) factor, and its
                      * low bits take only two values when just the QPN varies, so QPs would
-                     * use 2 of 4 members. */
-                    hash(meta.ecmp_member, HashAlgorithm.crc32, (bit<16>)0,
-                         { meta.hash_seed, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, hdr.ipv4.protocol,
+                     * use 2 of 4 members.
+                     * The seed multiplies the CRC instead of entering it: a CRC is linear, so
+                     * a seed among its inputs only XORs a constant into the result, and with
+                     * 2^k members every seed would group the same flows together (relabelled).
+                     * The high half of an odd multiple depends on every bit of the CRC, a
+                     * different mix per seed, as switches' hash seeds do. */
+                    bit<32> flow_hash;
+                    hash(flow_hash, HashAlgorithm.crc32, (bit<32>)0,
+                         { hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, hdr.ipv4.protocol,
                            meta.l4_sport, meta.l4_dport, meta.hash_qpn },
+                         (bit<64>)0x100000000);
+                    bit<32> mixed = flow_hash * (((bit<32>)meta.hash_seed * 32w0x9E3779B1) | 1);
+                    hash(meta.ecmp_member, HashAlgorithm.identity, (bit<16>)0, { mixed[31:16] },
                          meta.ecmp_size);
                 }
 

@@ -271,6 +271,24 @@ def test_64_qps_of_one_5tuple_share_one_member_in_5tuple_mode_and_spread_in_qpn_
     assert [out_port(fab, f) for f in qps] == spread
 
 
+def test_another_hash_seed_groups_the_flows_differently_not_just_relabelled(fab):
+    """A CRC is linear: a seed among its inputs would XOR a constant into every flow's hash,
+    and with 4 members the same flows would still share a member under any seed."""
+    from dataclasses import replace
+    flows = [roce(fab, sport=0xC000 + 97 * i, qpn=0x100 + i) for i in range(24)]
+    fab.ctl.set_hash_mode("qpn")
+
+    def groups(seed):
+        fab.ctl._set_knobs(["leaf1"], lambda k: replace(k, hash_seed=seed))
+        ports = [out_port(fab, f) for f in flows]
+        return {frozenset(i for i, p in enumerate(ports) if p == port) for port in set(ports)}
+    original = fab.ctl.get_knobs("leaf1").hash_seed
+    try:
+        assert len({frozenset(groups(seed)) for seed in (1, 2, 3, 0xBEEF)}) == 4
+    finally:
+        groups(original)            # the fixture's reset keeps each switch's seed
+
+
 def test_ecmp_rewrites_macs_for_the_chosen_spine(fab):
     out = process(fab, 1, roce(fab))
     port, data = out[0]

@@ -260,3 +260,19 @@ def test_lab_page_renders_in_headless_chromium(tmp_path):
     dom = subprocess.run(base + ["--dump-dom", index.as_uri()], capture_output=True, text=True, timeout=90)
     assert 'href="ecmp/index.html"' in dom.stdout and "did not run: exit status 2" in dom.stdout
     assert dom.stdout.count("average MMR over 1.2") == 1
+
+
+def test_a_guide_takes_the_measured_block_from_findings_md(tmp_path):
+    from testbed.labs import guides
+    (tmp_path / "g").mkdir()
+    guide = tmp_path / "g" / "ecmp.md"
+    guide.write_text(f"intro\n{guides.BEGIN}\nold figures\n{guides.END}\nafter\n")
+    (tmp_path / "out" / "ecmp").mkdir(parents=True)
+    (tmp_path / "out" / "ecmp" / "findings.md").write_text("| new | figures |\n")
+    (tmp_path / "out" / "flowlet").mkdir()
+    (tmp_path / "out" / "flowlet" / "findings.md").write_text("no guide for this one here\n")
+    assert guides.update_all(tmp_path / "out", tmp_path / "g") == ["ecmp"]
+    assert guide.read_text() == f"intro\n{guides.BEGIN}\n| new | figures |\n{guides.END}\nafter\n"
+    guide.write_text("no markers\n")
+    with pytest.raises(guides.GuideError, match="ecmp.md: no"):
+        guides.update_all(tmp_path / "out", tmp_path / "g")

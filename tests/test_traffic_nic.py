@@ -323,6 +323,15 @@ def test_dcqcn_pacing_slows_the_qp_to_its_rate():
     assert 0.2 < sent_cut / sent_full < 0.32, (sent_full, sent_cut)
 
 
+def test_dcqcn_alpha_does_not_decay_before_the_first_cnp():
+    """The reaction point starts with its first CNP: a QP idle (or at line rate) for a while
+    still halves its rate on the first one, however long set-up took."""
+    d = Dcqcn(1e9, DcqcnParams(g=1 / 16, alpha_period_s=0.001), now=0.0)
+    d.tick(0.25)
+    d.on_cnp(0.25)
+    assert d.alpha == pytest.approx(1.0) and d.rate == pytest.approx(0.5e9)
+
+
 def test_dcqcn_alpha_decay_and_recovery_stages():
     params = DcqcnParams(g=1 / 16, alpha_period_s=0.001, timer_period_s=0.002, byte_counter=10**12,
                          fast_recovery_steps=2, ai_fraction=0.05, hai_fraction=0.2)

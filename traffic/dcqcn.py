@@ -94,6 +94,12 @@ class Dcqcn:
 
     def tick(self, now):
         """Run the alpha and increase timers up to `now`; returns the next time it needs a tick."""
+        if not self.decreases:
+            # The reaction point starts with its first CNP (until then nothing limits the QP):
+            # alpha must not decay over the idle time before the flow ever met congestion.
+            self._next_alpha = now + self.p.alpha_period_s
+            self._next_timer = now + self.p.timer_period_s
+            return min(self._next_alpha, self._next_timer)
         while now >= self._next_alpha:
             if not self._cnp_in_period:
                 self.alpha *= 1 - self.p.g
