@@ -69,7 +69,9 @@ def test_ecmp_flow_count_mmr_and_collective_imbalance(tmp_path):
     (tmp_path / "ecmp" / "findings.md").unlink()
     again = rejudge(VIRTUAL, tmp_path / "ecmp")
     assert again["findings"] == json.loads(json.dumps(result["findings"]))
-    assert "| seed 1 | seed 2 |" in (tmp_path / "ecmp" / "findings.md").read_text()
+    findings_md = (tmp_path / "ecmp" / "findings.md").read_text()
+    assert "| seed 1 | seed 2 |" in findings_md
+    assert "Per phase, seed 1:" in findings_md and "| ring-5tuple | 1000 |" in findings_md
 
 
 def test_qpscaling_raises_busbw_over_5tuple(tmp_path):

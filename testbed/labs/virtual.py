@@ -64,9 +64,8 @@ class VirtualLab(Lab):
 
     def run_seed(self, out, seed, quick, pcap=True, log=print):
         """One seed: boot, run the phases, return the lab dict (base.run_lab's). The seed moves
-        every switch's hash seed and also the rank placement: the fabric's hash mixes its seed in
-        by XOR before a CRC, and with a power-of-two group a new seed only relabels the uplinks,
-        so the same flows would collide the same way under every seed."""
+        every switch's hash seed (fabric.p4 mixes it in after the CRC, so another seed groups
+        the flows differently) and also the rank placement and QP numbers."""
         self.seed = seed
         return run_lab(self, out, quick=quick, clock="virtual", seed=seed, pcap=pcap, log=log)
 
@@ -153,7 +152,21 @@ def findings_markdown(result):
         shown = list(f["shown"]) + [""] * (len(seeds) - len(f["shown"]))
         lines.append(f"| {f['title']} | {f['paper']} | " + " | ".join(shown[:len(seeds)]) +
                      f" | {f['holds_count']}/{len(f['seeds'])} ({f['direction']}) |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _phase_markdown(result)) + "\n"
+
+
+def _phase_markdown(result):
+    """The first seed's phases, as the lab's table in index.html shows them."""
+    from testbed.labs.base import Column
+    detail = (result.get("seeds_detail") or [{}])[0]
+    columns = [Column("phase", "phase")] + [Column(**c) for c in result.get("columns", [])] + [Column("status", "status")]
+    if not detail.get("phases") or not columns:
+        return []
+    lines = ["", f"Per phase, seed {detail['seed']}:", "",
+             "| " + " | ".join(c.header for c in columns) + " |", "|" + "---|" * len(columns)]
+    for row in detail["phases"]:
+        lines.append("| " + " | ".join(c.cell(row).replace("|", "/") for c in columns) + " |")
+    return lines
 
 
 def rejudge(lab, out):
