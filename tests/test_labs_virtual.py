@@ -178,6 +178,52 @@ def test_subscription_1_2_beats_1_1_static_and_te_keeps_it(tmp_path):
     assert _finding(result, "stage4_vs_stage2")["values"][0] > -0.10
 
 
+
+def test_watchdog_declares_storms_at_200ms_and_breaks_a_deadlock(tmp_path):
+    """A stopped NIC's pause stalls the flows behind the same queues until the watchdog on its
+    leaf fires, 200 ms after the pause began; a transient routing loop leaves four queues
+    pausing each other: without a watchdog nothing is delivered to the end, with it the cycle
+    is stormed at 200 ms and every byte arrives. Nothing lossless is dropped otherwise."""
+    from testbed.labs import cli
+    from testbed.labs.watchdog import Watchdog
+
+    class Small(Watchdog):
+        def shape(self, quick):
+            return dict(super().shape(quick), hosts_per_leaf=2)
+
+        def phases(self, clos, quick):
+            keep = ("storm-leaf-only", "deadlock", "deadlock-no-watchdog")
+            return [p for p in super().phases(clos, quick) if p.name in keep]
+    result = _run(Small(), tmp_path)
+    rows = {r["phase"]: r for r in result["seeds_detail"][0]["phases"]}
+    storm = rows["storm-leaf-only"]
+    assert storm["status"] == "ok" and 200 <= storm["detect_ms"] <= 201
+    assert [s["queue"] for s in storm["storms"]] == [storm["bad_queue"]]       # the watchdog is on leaf2 only
+    # the pause climbed to spine1 and leaf1's uplink; the bad NIC's port paused until it drained
+    assert storm["paused_queues"] == 3 and storm["paused"][storm["bad_queue"]] > 299
+    assert storm["victims_stalled_gbps"] < 0.01 * storm["victims_before_gbps"]
+    assert 200 < storm["done_ms"] < 300        # the others resume once the watchdog fires, not at 300 ms
+    off = rows["deadlock-no-watchdog"]
+    assert off["status"] == "failed" and off["stormed"] == 0 and off["stall_ms"] >= 490
+    assert all(off["paused"][q] > 490 for q in off["cycle"])    # four queues waiting on each other
+    on = rows["deadlock"]
+    assert on["status"] == "ok" and 200 <= on["detect_ms"] <= 201
+    assert set(on["cycle"]) <= {s["queue"] for s in on["storms"]}
+    assert all(r["lossless_drops"] == 0 for r in rows.values())
+    assert _finding(result, "deadlock_detect_ms")["holds"] == [True]
+    assert _finding(result, "deadlock_stall_ms")["holds"] == [True]
+    assert cli._status(result) == 0            # the deadlock without a watchdog is meant to fail
+
+
+def test_a_phase_sets_the_watchdog_per_switch():
+    from testbed.net.experiment import ExperimentError, FabricSettings
+    settings = FabricSettings(watchdog_s={"leaf2": 0.2}).check()
+    assert settings.watchdog_for("leaf2", 0.0) == 0.2 and settings.watchdog_for("spine1", 0.5) == 0.5
+    assert FabricSettings(watchdog_s=0).watchdog_for("leaf1", 0.2) == 0
+    assert FabricSettings().watchdog_for("leaf1", 0.2) == 0.2
+    with pytest.raises(ExperimentError, match="watchdog"):
+        FabricSettings(watchdog_s={"leaf1": -1}).check()
+
 # --- the workload pattern ------------------------------------------------------------------
 
 @pytest.mark.parametrize("preset", ["dense", "moe"])
@@ -233,7 +279,7 @@ def test_lab_usage_errors_are_one_line(args, message):
 
 def test_list_names_the_new_labs():
     done = subprocess.run([ROCELAB, "lab", "list"], capture_output=True, text=True, timeout=60)
-    for lab in ("ecn", "subscription"):
+    for lab in ("ecn", "subscription", "watchdog"):
         assert lab in done.stdout
 
 

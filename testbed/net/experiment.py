@@ -39,6 +39,15 @@ class FabricSettings:
     pfc: bool = True
     ecn: object = CONTROLLER_DEFAULT  # or None (no marking) or (kmin packets, kmax packets, pmax)
     pfc_headroom: int = None  # bytes per lossless PG; None: the headroom calculator's
+    # PFC watchdog detection (seconds, 0 off): None the fabric's (virtual time: the paper's 200 ms);
+    # a number for every switch; {switch: seconds} for those switches, the fabric's elsewhere
+    watchdog_s: object = None
+
+    def watchdog_for(self, switch, default):
+        """The watchdog detection time `switch` gets in this phase."""
+        if isinstance(self.watchdog_s, dict):
+            return self.watchdog_s.get(switch, default)
+        return default if self.watchdog_s is None else self.watchdog_s
 
     def check(self):
         if self.hash not in HASH_MODES:
@@ -55,6 +64,9 @@ class FabricSettings:
                 EcnProfile(kmin, kmax, pmax).check("--ecn")
             except KnobError as exc:
                 raise ExperimentError(str(exc)) from None
+        times = self.watchdog_s.values() if isinstance(self.watchdog_s, dict) else [self.watchdog_s]
+        if any(t is not None and not t >= 0 for t in times):
+            raise ExperimentError(f"watchdog {self.watchdog_s!r}: detection times are seconds >= 0 (0: off)")
         return self
 
 
@@ -173,7 +185,7 @@ class Experiment:
             raise FabricError(f"fabric knobs: {exc}") from None
         wanted = self.fabric.pfc_priorities if settings.pfc else ()
         for node in self.fabric.switches:
-            node.apply_port_models(wanted, self.fabric.watchdog_s)
+            node.apply_port_models(wanted, settings.watchdog_for(getattr(node, "name", None), self.fabric.watchdog_s))
         return True
 
     def run_phase(self, name, job, settings, out=None, faults=()):
@@ -414,7 +426,7 @@ def _settings(settings):
     if ecn not in (None, CONTROLLER_DEFAULT):
         ecn = dict(zip(("kmin", "kmax", "pmax"), ecn))
     return {"hash": settings.hash, "flowlet_gap_us": settings.flowlet_gap_us, "pfc": settings.pfc, "ecn": ecn,
-            "pfc_headroom": settings.pfc_headroom}
+            "pfc_headroom": settings.pfc_headroom, "watchdog_s": settings.watchdog_s}
 
 
 def _job_config(job):

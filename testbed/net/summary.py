@@ -16,6 +16,7 @@
         "topology": {spines, leaves, hosts_per_leaf, link_rate_mbps, oversubscription, rails, zones, aggs,
                      agg_oversubscription},
         "fabric": {"hash": "5tuple"|"qpn"|"flowlet", "flowlet_gap_us": N | null, "pfc": bool, "pfc_headroom": bytes | null,
+                   "watchdog_s": seconds | {switch: seconds} | null,
                    "ecn": {"kmin", "kmax", "pmax"} | null | "default", "queue_depth", "delay_us",
                    "jitter_us", "loss",
                    "applied": bool,           # false: the target has no P4 knobs (kernel)
