@@ -258,7 +258,8 @@ class Watchdog(VirtualLab):
         paused = {f"{q['switch']}:{q['port']}": round(q["paused_us"] / 1e3, 3) for q in lossless if q["paused_us"]}
         samples = facts["samples"]
         others = [(t, b.get("others", 0)) for t, b in samples]
-        row = {"detect_ms": round(min(delays), 6) if delays else None,
+        # event and pause times are kept to the nanosecond: the delay, to the microsecond
+        row = {"detect_ms": round(min(delays), 3) if delays else None,
                "storms": storms, "stormed": len(storms),
                "paused": paused, "paused_queues": len(paused),
                "longest_pause_ms": max(paused.values(), default=0.0),
