@@ -9,6 +9,7 @@ BENCHES = {
     "boot": ("testbed.net.bench", "boot-to-pingall time and RSS per switch for a 2x4x8 Clos"),
     "sim": ("testbed.sim.bench", "virtual time: packet-hops per CPU s vs the engine; a 128-host Clos"),
     "sweep": ("testbed.sweep.bench", "an 8-point sweep: serial vs a LocalCluster, speedup and Dask's per-point overhead"),
+    "labs": ("testbed.labs.bench", "rocelab lab all --quick: seeds in one process vs a LocalCluster (goal <= 10 min)"),
 }
 
 

@@ -14,6 +14,8 @@ Modules, one concern each:
 * :mod:`testbed.labs.te` – centralized TE: CSPF exact-match overrides vs ECMP.
 * :mod:`testbed.labs.incast` – 16:1 incast, PFC only vs receiver-driven CTS admission.
 * :mod:`testbed.labs.flowlet` – flowlet switching: OOS packets vs the flowlet gap.
+* :mod:`testbed.labs.virtual` – the virtual-time labs: seeds (each a sweep point,
+  testbed/sweep/labpoint.py), findings, lab.json, the page; :mod:`testbed.labs.bench` – `rocelab bench labs`.
 * :mod:`testbed.labs.cli` – ``rocelab lab list|ecmp|qpscaling|te|incast|flowlet``.
 
 Lab guides for students: topologies/labs/*.md.

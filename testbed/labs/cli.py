@@ -8,6 +8,12 @@ OUT/lab.json and OUT/seedN/<phase>/. No root needed.
     rocelab lab ecmp --out runs/lab-ecmp
     rocelab lab all --quick --out runs/labs        # every lab, one index page
 
+Each seed is a point of the project's Dask sweep layer (testbed/sweep/labpoint.py): by default
+on a LocalCluster of one single-threaded worker per core on 127.0.0.1 (`--workers N`), or on
+an existing cluster (`--scheduler tcp://HOST:PORT`, as for `rocelab sweep`); `--workers 1`
+runs them in this process. Virtual time is deterministic: the same lab.json findings whatever
+the workers. `lab all` sends every lab's seeds at once, the longest first.
+
 Real time (--clock real): today's hands-on version at megabit rates in Mininet (root):
 OUT/lab.json and OUT/lab.png, each phase in OUT/<phase>/.
 
@@ -35,6 +41,10 @@ LABS = {
     "watchdog": ("testbed.labs.watchdog", "PFC watchdog (200 ms): a NIC storming PFC, a PFC deadlock (virtual time)"),
 }
 MAX_SEEDS = 64
+# A seed's wall time relative to ecmp's (--quick, measured 2026-11-24): `lab all` starts the
+# longest seeds first, so the short ones fill the cores at the end. Order only: no figure
+# depends on it; a lab missing here counts as 1.
+RELATIVE_COST = {}
 
 
 def register(sub, name, help_text):
@@ -49,6 +59,12 @@ def register(sub, name, help_text):
                              "real: the hands-on version in Mininet at megabit rates (root)")
     common.add_argument("--seeds", type=whole(1, MAX_SEEDS), default=3, metavar="N",
                         help="virtual time: run the lab with seeds 1..N (default 3)")
+    common.add_argument("--workers", type=whole(1, 1024), default=None, metavar="N",
+                        help="virtual time: seeds run on a local Dask cluster of N single-threaded workers on "
+                             "127.0.0.1 (default one per core); 1 runs them in this process")
+    common.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="virtual time: run the seeds on this existing Dask scheduler's workers "
+                             "(as rocelab sweep --scheduler)")
     common.add_argument("--target", choices=("engine", "bmv2"), default="engine",
                         help="switch target (the labs need the P4 knobs; default engine)")
     common.add_argument("--no-pcap", action="store_true", help="no per-port captures")
@@ -107,15 +123,44 @@ def _out(args, name):
     return args.out or str(REPO_ROOT / "runs" / time.strftime(f"lab-{name}-%Y%m%d-%H%M%S"))
 
 
+def _where(prog, args):
+    """(scheduler, workers) for the seeds, or the exit status of a one-line refusal."""
+    from testbed.sweep.cluster import ClusterError, check_address
+    if args.scheduler and args.workers:
+        return _fail(prog, "--workers sizes the local cluster; with --scheduler the cluster's own workers run")
+    if args.scheduler:
+        try:
+            check_address(args.scheduler)
+        except ClusterError as exc:
+            return _fail(prog, str(exc))
+    return args.scheduler, args.workers
+
+
+def _on_seeds(prog, run):
+    """run() (which runs seeds through the sweep layer) with SIGTERM/SIGHUP as exceptions, so a
+    local cluster is closed on the way out; None when it returned, else the exit status."""
+    from testbed.net.experiment import guarded
+    from testbed.net.lifecycle import termination_as_exception
+    from testbed.sweep.cluster import ClusterError
+    try:
+        with termination_as_exception():
+            return guarded(prog, run)
+    except ClusterError as exc:
+        return _fail(prog, str(exc))
+
+
 def run_virtual_lab(args):
     from testbed.labs.seeds import default_seeds
     from testbed.labs.virtual import run_virtual, table
-    from testbed.net.experiment import guarded
 
     prog = f"rocelab lab {args.lab}"
     lab = load(args.lab, "virtual")
     if lab is None:
         return _fail(prog, f"lab {args.lab} has no virtual-time version; use --clock real")
+    where = _where(prog, args)
+    if isinstance(where, int):
+        return where
+    scheduler, workers = where
     from testbed.labs.base import LabError, build_clos
     try:
         lab.phases(build_clos(lab, args.quick), args.quick)  # validate before booting
@@ -123,12 +168,16 @@ def run_virtual_lab(args):
         return _fail(prog, str(exc))
     out = _out(args, args.lab)
     results = []
-    status = guarded(prog, lambda: results.append(run_virtual(lab, out, quick=args.quick,
-                                                              seeds=default_seeds(args.seeds),
-                                                              pcap=not args.no_pcap, command=command_line(args))))
+    status = _on_seeds(prog, lambda: results.append(run_virtual(
+        lab, out, quick=args.quick, seeds=default_seeds(args.seeds), pcap=not args.no_pcap,
+        command=command_line(args), scheduler=scheduler, workers=workers, name=args.lab)))
     if status is not None:
         return status
     result = results[0]
+    if result is None:
+        import sys
+        print(f"{prog}: no seed produced a result; their logs are in {out}/errors/", file=sys.stderr)
+        return 1
     print()
     print(table(lab, result))
     print(f"*** wrote {out}: index.html (open it in a browser), lab.json, "
@@ -137,9 +186,12 @@ def run_virtual_lab(args):
 
 
 def _status(result):
-    # a phase may be meant to fail (the watchdog lab's deadlock without a watchdog never completes)
-    return 0 if all(r["status"] == r.get("expect_status", "ok") for d in result["seeds_detail"]
-                    for r in d["phases"]) else 1
+    """0 when every seed ran and every phase's collective ended as expected, else 1 (a phase may
+    be meant to fail: the watchdog lab's deadlock without a watchdog never completes)."""
+    details = result["seeds_detail"]
+    ran = all(d.get("status", "ok") in ("ok", "failed") for d in details)
+    return 0 if ran and all(r["status"] == r.get("expect_status", "ok") for d in details
+                            for r in d["phases"]) else 1
 
 
 def _fail(prog, message):
@@ -149,47 +201,84 @@ def _fail(prog, message):
 
 
 def run_all(args):
-    """Every lab that has a virtual-time version, one after another, and one index page."""
+    """Every lab that has a virtual-time version, one index page. Every lab's seeds go to the
+    workers at once, the longest first (so no core idles at the end); each lab's page is
+    written as soon as its last seed is in."""
     import sys
     from pathlib import Path
     from testbed.labs import report
     from testbed.labs.seeds import default_seeds
-    from testbed.labs.virtual import run_virtual
-    from testbed.net.experiment import guarded
+    from testbed.labs.virtual import finish, seed_line, seed_points
+    from testbed.sweep.api import run_here_or_on_cluster
+    from testbed.sweep.runner import Interrupted
 
+    prog = "rocelab lab all"
     if args.clock != "virtual":
-        return _fail("rocelab lab all", "--clock real: run the real-time labs one at a time (rocelab lab NAME "
-                                        "--clock real)")
+        return _fail(prog, "--clock real: run the real-time labs one at a time (rocelab lab NAME --clock real)")
+    where = _where(prog, args)
+    if isinstance(where, int):
+        return where
+    scheduler, workers = where
     out = Path(_out(args, "all"))
     t0 = time.monotonic()
-    done, worst = [], 0
-    for name in LABS:
-        lab = load(name, "virtual")
-        if lab is None:
-            continue
-        results = []
+    labs = {name: lab for name, lab in ((name, load(name, "virtual")) for name in LABS) if lab is not None}
+    points = {name: seed_points(lab, out / name, args.quick, default_seeds(args.seeds), not args.no_pcap, name=name)
+              for name, lab in labs.items()}
+    finished = {name: {} for name in labs}
+    done = {}           # name -> (result or None, error or None)
+
+    def command(name):
+        return command_line(args, name).replace(f"--out {args.out}", f"--out {out / name}")
+
+    def finish_lab(name, results, interrupted=False):
         try:
-            status = guarded(f"rocelab lab all ({name})",
-                             lambda: results.append(run_virtual(lab, out / name, quick=args.quick,
-                                                                seeds=default_seeds(args.seeds), pcap=not args.no_pcap,
-                                                                command=command_line(args, name).replace(
-                                                                    f"--out {args.out}", f"--out {out / name}"))))
+            result = finish(labs[name], out / name, args.quick, results, command(name), t0, interrupted=interrupted)
         except Exception as exc:        # one lab's fault must not lose the others' pages
-            print(f"rocelab lab all: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            status = 1
-        if status is not None:
-            done.append((name, None, f"exit status {status}"))
-            worst = max(worst, status)
-            if status in (130, 129, 143):     # Ctrl-C, SIGHUP, SIGTERM: the user wants it to stop
-                break
-            continue
-        done.append((name, results[0], None))
-        worst = max(worst, _status(results[0]))
-        for f in results[0]["findings"]:
+            print(f"{prog}: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            done[name] = (None, f"{type(exc).__name__}: {exc}")
+            return
+        if result is None:
+            done[name] = (None, "; ".join(f"seed {r.point.seed}: {r.status}: {r.error}" for r in results))
+            print(f"{prog}: {name}: no seed produced a result", file=sys.stderr)
+            return
+        done[name] = (result, "interrupted" if interrupted else None)
+        for f in result["findings"]:
             print(f"*** {name}: {f['text']}")
+
+    def on_result(r):
+        print(seed_line(r), flush=True)
+        name = r.point.lab_name
+        finished[name][r.point.seed] = r
+        if len(finished[name]) == len(points[name]):
+            finish_lab(name, [finished[name][p.seed] for p in points[name]])
+
+    order = sorted((p for ps in points.values() for p in ps), key=lambda p: -RELATIVE_COST.get(p.lab_name, 1.0))
+    interrupted = []
+
+    def run_everything():
+        try:
+            run_here_or_on_cluster(order, out, scheduler=scheduler, workers=workers, on_result=on_result)
+        except Interrupted as exc:
+            interrupted.append(exc.results)
+            raise KeyboardInterrupt from None
+
+    status = _on_seeds(prog, run_everything)
+    if interrupted:
+        by_lab = {}
+        for r in interrupted[0]:
+            by_lab.setdefault(r.point.lab_name, []).append(r)
+        for name, results in by_lab.items():
+            if name not in done and any(r.summary is not None for r in results):
+                finish_lab(name, results, interrupted=True)
+    rows = []
+    for name in labs:
+        result, error = done.get(name, (None, f"exit status {status}" if status else "did not run"))
+        rows.append((name, result if error is None else None, error))
+    worst = max([status or 0] + [_status(r) if r is not None else 1 for r, _ in done.values()]
+                + [1 for name in labs if name not in done])
     elapsed = time.monotonic() - t0
-    report.write_index_page(done, out, command_line(args, "all"), elapsed)
-    print(f"*** lab all: {len(done)} labs in {elapsed:.0f} s of wall time; open {out / 'index.html'}")
+    report.write_index_page(rows, out, command_line(args, "all"), elapsed)
+    print(f"*** lab all: {len(labs)} labs in {elapsed:.0f} s of wall time; open {out / 'index.html'}")
     return worst
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from testbed.labs.base import Lab, run_lab, write
-from testbed.labs.seeds import default_seeds, run_points
+from testbed.labs.seeds import default_seeds
 
 SCHEMA = "rocelab-lab/2"
 MAX_PCAP_LINKS = 16
@@ -98,35 +98,81 @@ def aggregate(lab, seeds, figures):
     return out
 
 
-def run_virtual(lab, out, quick=False, seeds=None, pcap=True, log=print, command=None):
-    """Run `lab` once per seed in virtual time; write OUT/lab.json, plots and OUT/index.html."""
+def run_virtual(lab, out, quick=False, seeds=None, pcap=True, log=print, command=None, scheduler=None, workers=1,
+                name=None):
+    """Run `lab` once per seed in virtual time; write OUT/lab.json, plots and OUT/index.html.
+    Each seed is a sweep point (testbed/sweep/labpoint.py): in this process when `workers` is 1
+    (the default here), else on a loopback LocalCluster of `workers` (None: one per core) or the
+    Dask scheduler at `scheduler`. Virtual time is deterministic: the same findings either way.
+    `name`: the lab's registry name (testbed.labs.cli.LABS), which workers import; without it
+    the lab object itself is sent to them."""
+    from testbed.sweep.api import run_here_or_on_cluster
+    from testbed.sweep.runner import Interrupted
+
+    points = seed_points(lab, out, quick, seeds, pcap, name=name)
+    t0 = time.monotonic()
+    try:
+        results = run_here_or_on_cluster(points, out, scheduler=scheduler, workers=workers,
+                                         on_result=lambda r: log(seed_line(r)))
+    except Interrupted as exc:
+        finish(lab, out, quick, exc.results, command, t0, interrupted=True)
+        raise KeyboardInterrupt from None
+    return finish(lab, out, quick, results, command, t0)
+
+
+def seed_points(lab, out, quick, seeds, pcap, name=None):
+    """One LabPoint per seed into OUT/seedN/; captures of the first seed only (the others would
+    repeat them at the same size). `name`: the lab's registry name, which a worker imports
+    (default: the lab object itself goes to the worker)."""
+    from testbed.sweep.labpoint import LabPoint
+
+    seeds = list(seeds or default_seeds(3))
+    return [LabPoint(name or lab, seed, bool(quick), bool(pcap and seed == seeds[0]), Path(out))
+            for seed in seeds]
+
+
+def seed_line(result):
+    """One line as a seed ends (the seed's own log is in OUT/seedN/run.log)."""
+    point = result.point
+    where = f" on {result.worker}" if result.worker else ""
+    said = f": {result.error}" if result.error else ""
+    return (f"*** lab {point.lab_name} seed {point.seed}: {result.status} in {result.elapsed_s or 0:.0f} s"
+            f"{where}{said}")
+
+
+def finish(lab, out, quick, results, command=None, t0=None, interrupted=False):
+    """The lab from its seeds' PointResults: findings, OUT/lab.json, plots, index.html and
+    findings.md; returns lab.json's dict (None when no seed has a result to show)."""
     from testbed.labs import report
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    seeds = list(seeds or default_seeds(3))
-    t0 = time.monotonic()
-    first = seeds[0]
-
-    def point(seed):
-        # Captures of the first seed only: the others would repeat them at the same size.
-        return lab.run_seed(out / f"seed{seed}", seed, quick, pcap=pcap and seed == first, log=log)
-
-    results = run_points(point, seeds)
-    figures = [lab.figures(r) for r in results]
+    seeds = [r.point.seed for r in results]
+    kept = [(s, r.summary) for s, r in zip(seeds, results) if r.summary is not None]
+    if not kept:
+        return None
+    figures = [lab.figures(r) if r is not None else {} for r in (r.summary for r in results)]
     findings = aggregate(lab, seeds, figures)
-    partial = {"seeds_detail": [{"seed": s, "phases": r.get("phases", [])} for s, r in zip(seeds, results)]}
+    partial = {"seeds_detail": [{"seed": s, "phases": (r.summary or {}).get("phases", [])}
+                                for s, r in zip(seeds, results)]}
     findings += lab.cross_seed(partial)
-    errors = [f"seed {s}: {e}" for s, r in zip(seeds, results) for e in r.get("errors", [])]
-    head = results[0]
+    errors = []
+    for s, r in zip(seeds, results):
+        if r.summary is None:
+            errors.append(f"seed {s}: {r.status}: {r.error or 'no result'}")
+        errors += [f"seed {s}: {e}" for e in (r.summary or {}).get("errors", [])]
+    first = seeds[0]
+    head = kept[0][1]
     result = {"schema": SCHEMA, "lab": lab.name, "title": lab.title, "finding": lab.finding, "clock": "virtual",
+              "status": "interrupted" if interrupted else "complete",
               "quick": quick, "seeds": seeds, "command": command or f"rocelab lab {lab.name}",
               "guide": lab.guide or f"topologies/labs/{lab.name}.md",
               "topology": head.get("topology"), "scale": head.get("scale"), "notes": head.get("notes", {}),
               "findings": findings,
-              "seeds_detail": [{"seed": s, "dir": f"seed{s}", "figures": fig, "phases": r.get("phases", []),
-                                "notes": r.get("notes", {}), "errors": r.get("errors", []),
-                                "elapsed_s": r.get("elapsed_s")}
+              "seeds_detail": [{"seed": s, "dir": f"seed{s}", "status": r.status, "figures": fig,
+                                "phases": (r.summary or {}).get("phases", []),
+                                "notes": (r.summary or {}).get("notes", {}),
+                                "errors": (r.summary or {}).get("errors", []) if r.summary else [r.error or r.status],
+                                "elapsed_s": (r.summary or {}).get("elapsed_s", r.elapsed_s)}
                                for s, r, fig in zip(seeds, results, figures)],
               "columns": [{"key": c.key, "header": c.header, "fmt": c.fmt} for c in lab.columns],
               "pcaps": _pcaps(out, first), "plots": [], "errors": errors}
@@ -134,7 +180,7 @@ def run_virtual(lab, out, quick=False, seeds=None, pcap=True, log=print, command
         result["plots"] = lab.plots(result, out)
     except Exception as exc:   # a plot is a convenience: its failure must not lose the measurements
         result["errors"].append(f"plots: {type(exc).__name__}: {exc}")
-    result["elapsed_s"] = round(time.monotonic() - t0, 1)
+    result["elapsed_s"] = round(time.monotonic() - t0, 1) if t0 is not None else None
     write(result, out)
     report.write_lab_page(result, out)
     (out / "findings.md").write_text(findings_markdown(result))

@@ -5,6 +5,7 @@ Modules, one concern each:
 * :mod:`testbed.sweep.grid` – the grid: --vary lists x seeds -> points (option lists of
   `rocelab run --clock virtual`), checked with the run's own parser before anything starts.
 * :mod:`testbed.sweep.point` – what a worker does with one point (run it, pack its directory).
+* :mod:`testbed.sweep.labpoint` – one seed of a virtual-time lab as a point (`rocelab lab`).
 * :mod:`testbed.sweep.cluster` – the Dask client: a loopback LocalCluster or a given scheduler.
 * :mod:`testbed.sweep.runner` – submit, collect, write points atomically, resume, Ctrl-C.
 * :mod:`testbed.sweep.report` – sweep.json, sweep.csv, index.html (templates/index.html.j2).

@@ -5,6 +5,8 @@
     doc = run_sweep(points, "sweeps/hash", workers=2)       # -> the sweep.json document
     # or, for a list of option lists (each exactly `rocelab run --clock virtual OPTIONS`):
     [s["collective"]["busbw_gbps"] for s in summaries([["--seed", "0"], ["--seed", "1"]], "runs/seeds")]
+    # any kind of point (a lab's seeds: testbed.sweep.labpoint.LabPoint), results in order:
+    run_here_or_on_cluster(points, out, workers=2)          # -> [PointResult]
 """
 import time
 
@@ -34,6 +36,17 @@ def run_sweep(points, out, scheduler=None, workers=None, knobs=None, seeds=None,
     if interrupted:
         raise SweepInterrupted(doc)
     return doc
+
+
+def run_here_or_on_cluster(points, out, scheduler=None, workers=None, on_result=None, progress=None):
+    """Run `points` (any kind, testbed/sweep/runner.py) on the Dask scheduler at `scheduler`, or
+    on a LocalCluster of `workers` (default one per core), or in this process when `workers` is
+    1: the same tasks and the same writing either way. Returns a PointResult per point, in
+    order; Ctrl-C raises testbed.sweep.runner.Interrupted with the results gathered so far."""
+    if scheduler is None and workers == 1:
+        return run_points(points, out, None, on_result=on_result, progress=progress)
+    with client_for(scheduler, workers) as client:
+        return run_points(points, out, client, on_result=on_result, progress=progress)
 
 
 class SweepInterrupted(KeyboardInterrupt):

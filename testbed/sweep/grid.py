@@ -13,6 +13,7 @@ import itertools
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 DEFAULT_MAX_POINTS = 1000   # larger grids need --max-points (a typo in --seeds should not start 10^5 runs)
 MAX_SEEDS = 100_000
@@ -50,6 +51,17 @@ class Point:
 
     def as_dict(self):
         return {"id": self.id, "knobs": dict(self.knobs), "seed": self.seed, "argv": list(self.argv)}
+
+    # --- what the runner asks of every kind of point (testbed/sweep/runner.py) ---
+    resumable = True        # a complete DIR/points/<id>/ with the same options is kept
+
+    def task(self):
+        """(function, arguments) a worker calls: testbed.sweep.point.execute(argv)."""
+        from testbed.sweep.point import execute
+        return execute, (list(self.argv),)
+
+    def directory(self, out):
+        return Path(out) / "points" / self.id
 
 
 @functools.lru_cache(maxsize=None)

@@ -25,16 +25,23 @@ def execute(argv):
      meanwhile), "worker"}."""
     from testbed.net.cli import run_point
 
+    return run_captured(lambda out: (run_point(list(argv), out), None))
+
+
+def run_captured(body):
+    """What every kind of point shares: `body(out)` -> (exit status, summary or None; None reads
+    OUT/summary.json) runs into a private temporary directory with its output captured into
+    OUT/run.log; returns execute()'s dict. An exception in `body` is the point's error."""
     tmp = Path(tempfile.mkdtemp(prefix="rocelab-point-"))
     out = tmp / "run"
     log = io.StringIO()
     t0, cpu0 = time.monotonic(), time.process_time()
-    status, error = None, None
+    status, error, summary = None, None, None
     try:
         # A worker runs one point at a time (single-threaded workers), so the process-wide
         # redirect catches exactly this run's output.
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            status = run_point(list(argv), out)
+            status, summary = body(out)
     except Exception as exc:        # a bug in a model: recorded as this point's error
         error = one_line(f"{type(exc).__name__}: {exc}")
         log.write(traceback.format_exc())
@@ -42,7 +49,8 @@ def execute(argv):
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / RUN_LOG).write_text(log.getvalue())
-        summary = _read_summary(out)
+        if summary is None:
+            summary = _read_summary(out)
         if error is None and status != 0:
             error = one_line(_first_error(summary, log.getvalue(), status))
         return {"exit": status, "error": error, "summary": summary, "files": pack(out),

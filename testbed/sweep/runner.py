@@ -1,9 +1,16 @@
-"""Run a list of points on a Dask client and keep their run directories.
+"""Run a list of points on a Dask client (or here, one after another) and keep their directories.
+
+A point is anything with an ``id``, a ``task()`` -> (function, arguments) that a worker calls
+and that returns testbed.sweep.point.execute()'s dict, a ``directory(out)`` where its files
+go, ``as_dict()`` for its point.json, and ``resumable``: a `rocelab run` option list
+(testbed.sweep.grid.Point, in DIR/points/<id>/) or one seed of a lab
+(testbed.sweep.labpoint.LabPoint, in OUT/seedN/).
 
 Each point's directory is written by this process alone, whole or not at all: unpacked into
-DIR/points/.<id>.tmp-<pid>, then renamed to DIR/points/<id>. A point whose directory exists is
-complete and is not run again (resume). Dask reruns a point whose worker died on another
+a hidden .<name>.tmp-<pid> beside it, then renamed into place. A resumable point whose
+directory is complete is not run again. Dask reruns a point whose worker died on another
 worker (up to its allowed-failures); the client takes each point's first result only.
+Without a client each point's task runs in this process: the same function, the same writing.
 """
 import json
 import os
@@ -46,18 +53,17 @@ class Interrupted(Exception):
 
 
 def run_points(points, out, client, on_result=None, progress=None):
-    """Run `points` (testbed.sweep.grid.Point) on `client`, results under OUT/points/; returns a
-    PointResult per point in the given order. `on_result(result)` is called as each ends
-    (resumed ones first). Ctrl-C cancels what has not finished and raises Interrupted."""
-    from distributed import as_completed
-
-    points_dir = Path(out) / "points"
-    points_dir.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(points_dir)
+    """Run `points` on `client` (None: in this process, in order), their directories under OUT;
+    returns a PointResult per point in the given order. `on_result(result)` is called as each
+    ends (resumed ones first). Ctrl-C cancels what has not finished and raises Interrupted."""
+    out = Path(out)
+    for parent in dict.fromkeys(p.directory(out).parent for p in points):
+        parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(parent)
     results = {}
     todo = []
     for point in points:
-        done = load_point(points_dir / point.id, point)
+        done = load_point(point.directory(out), point) if point.resumable else None
         if done is not None:
             results[point.id] = done
             _notify(on_result, done)
@@ -65,9 +71,37 @@ def run_points(points, out, client, on_result=None, progress=None):
             todo.append(point)
     if progress:
         progress.start(total=len(points), resumed=len(results))
+
+    def finished(point, result):
+        results[point.id] = result
+        _notify(on_result, result)
+        return result
+
+    try:
+        if client is None:
+            for point in todo:
+                function, arguments = point.task()
+                result = finished(point, _settle(point, out, function(*arguments)))
+                if progress:
+                    progress.finished(result, running=0)
+        else:
+            _on_client(todo, out, client, finished, progress)
+    except KeyboardInterrupt:
+        raise Interrupted(_ordered(points, results)) from None
+    finally:
+        if progress:
+            progress.close()
+    return _ordered(points, results)
+
+
+def _on_client(todo, out, client, finished, progress):
+    from distributed import as_completed
+
     tag = uuid.uuid4().hex[:8]     # fresh keys: a long-lived scheduler may remember old ones
-    futures = {client.submit(execute, list(p.argv), key=f"rocelab-point-{p.id}-{tag}", pure=False): p
-               for p in todo}
+    futures = {}
+    for p in todo:
+        function, arguments = p.task()
+        futures[client.submit(function, *arguments, key=f"rocelab-point-{p.id}-{tag}", pure=False)] = p
     pending = set(futures)
     try:
         stream = as_completed(list(futures), loop=client.loop)
@@ -83,19 +117,13 @@ def run_points(points, out, client, on_result=None, progress=None):
             for future in batch:
                 point = futures[future]
                 pending.discard(future)
-                result = _collect(future, point, points_dir)
-                results[point.id] = result
-                _notify(on_result, result)
+                result = finished(point, _collect(future, point, out))
                 if progress:
                     progress.finished(result, running=_running(client, pending))
     except KeyboardInterrupt:
         for future in pending:
             future.cancel()
-        raise Interrupted(_ordered(points, results)) from None
-    finally:
-        if progress:
-            progress.close()
-    return _ordered(points, results)
+        raise
 
 
 _threads_seen = {"at": -1e9, "n": 0}
@@ -120,20 +148,25 @@ def _notify(callback, result):
         callback(result)
 
 
-def _collect(future, point, points_dir):
-    """The point's result, its directory written atomically when it has one."""
+def _collect(future, point, out):
+    """The point's result from its future, its directory written atomically when it has one."""
     try:
         reply = future.result()
     except Exception as exc:        # KilledWorker (its workers kept dying), a lost scheduler ...
         return PointResult(point, "error", error=one_line(f"{type(exc).__name__}: {exc}"))
+    return _settle(point, out, reply)
+
+
+def _settle(point, out, reply):
+    """The point's result from its task's reply (testbed.sweep.point.execute's dict)."""
     status = "ok" if reply["exit"] == 0 else ("failed" if reply["summary"] is not None else "error")
     result = PointResult(point, status, summary=reply["summary"], error=reply["error"],
                          elapsed_s=reply["elapsed_s"], worker=reply["worker"], exit=reply["exit"],
                          cpu_s=reply.get("cpu_s"))
     if status == "error":
         # No result to keep; the run's log goes beside the points for a look, and a rerun retries.
-        errors = points_dir.parent / "errors"
-        errors.mkdir(exist_ok=True)
+        errors = Path(out) / "errors"
+        errors.mkdir(parents=True, exist_ok=True)
         tmp = errors / f".{point.id}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         unpack(reply["files"], tmp)
@@ -141,19 +174,26 @@ def _collect(future, point, points_dir):
         (errors / f"{point.id}.log").write_text(log.read_text() if log.exists() else (reply["error"] or ""))
         shutil.rmtree(tmp, ignore_errors=True)
         return result
-    result.directory = write_point(points_dir, point, reply, status)
+    result.directory = write_point(point.directory(out), point, reply, status)
     return result
 
 
-def write_point(points_dir, point, reply, status):
-    final = points_dir / point.id
-    tmp = points_dir / f".{point.id}.tmp-{os.getpid()}"
+def write_point(final, point, reply, status):
+    """Unpack the reply into `final` (replacing an older copy), whole or not at all."""
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     unpack(reply["files"], tmp)
     record = {**point.as_dict(), "status": status, "error": reply["error"], "exit": reply["exit"],
               "elapsed_s": reply["elapsed_s"], "cpu_s": reply.get("cpu_s"), "worker": reply["worker"]}
     (tmp / POINT_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    old = None
+    if final.exists():     # a rerun of a point that is not resumed (a lab's seed): the new one wins
+        old = final.parent / f".{final.name}.old-{os.getpid()}"
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(final, old)
     os.rename(tmp, final)           # atomic: a reader sees no point or the whole point
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     return final
 
 
@@ -173,5 +213,5 @@ def load_point(directory, point):
 
 def _remove_stale_temporaries(points_dir):
     # Left by a client that died while writing a point: never a complete point.
-    for path in points_dir.glob(".*.tmp-*"):
+    for path in list(points_dir.glob(".*.tmp-*")) + list(points_dir.glob(".*.old-*")):
         shutil.rmtree(path, ignore_errors=True)
