@@ -149,3 +149,39 @@ def test_a_rerun_measures_again_and_replaces_each_seed_whole(tmp_path):
     assert _without_wall(again) == _without_wall(first)
     assert not (tmp_path / "lab" / "seed1" / "stale.txt").exists()
     assert not [p for p in (tmp_path / "lab").iterdir() if p.name.startswith(".")]
+
+
+def _registered(monkeypatch, **labs):
+    """`rocelab lab all` over these fake labs only (each in a module of its own, as the registry wants)."""
+    import types
+    from testbed.labs import cli
+    registry = {}
+    for name, lab in labs.items():
+        module = types.ModuleType(f"fake_lab_{name}")
+        module.VIRTUAL = lab
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        registry[name] = (module.__name__, f"the fake lab {name}")
+    monkeypatch.setattr(cli, "LABS", registry)
+
+
+def test_lab_all_pages_every_lab_and_ctrl_c_keeps_what_finished(tmp_path, monkeypatch, capsys):
+    from testbed.cli import main as rocelab
+
+    def lab(name, fail_with=None):
+        made = _Counted()
+        made.name, made.fail_with = name, fail_with
+        return made
+    _registered(monkeypatch, one=lab("one"), two=lab("two"))
+    assert rocelab(["lab", "all", "--workers", "1", "--seeds", "2", "--out", str(tmp_path / "all")]) == 0
+    index = (tmp_path / "all" / "index.html").read_text()
+    assert 'href="one/index.html"' in index and 'href="two/index.html"' in index
+    assert json.loads((tmp_path / "all" / "two" / "lab.json").read_text())["findings"][0]["values"] == [10, 20]
+    capsys.readouterr()
+
+    _registered(monkeypatch, one=lab("one"), two=lab("two", fail_with=KeyboardInterrupt()))
+    assert rocelab(["lab", "all", "--workers", "1", "--seeds", "3", "--out", str(tmp_path / "stop")]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    index = (tmp_path / "stop" / "index.html").read_text()
+    assert 'href="one/index.html"' in index and "did not run: interrupted after 1 of 3 seeds" in index
+    two = json.loads((tmp_path / "stop" / "two" / "lab.json").read_text())
+    assert two["status"] == "interrupted" and [d["status"] for d in two["seeds_detail"]] == ["ok", "cancelled", "cancelled"]

@@ -242,7 +242,9 @@ def run_all(args):
             done[name] = (None, "; ".join(f"seed {r.point.seed}: {r.status}: {r.error}" for r in results))
             print(f"{prog}: {name}: no seed produced a result", file=sys.stderr)
             return
-        done[name] = (result, "interrupted" if interrupted else None)
+        kept = sum(1 for r in results if r.summary is not None)
+        done[name] = (result, f"interrupted after {kept} of {len(results)} seeds (their figures: {name}/index.html)"
+                      if interrupted else None)
         for f in result["findings"]:
             print(f"*** {name}: {f['text']}")
 
