@@ -208,6 +208,7 @@ def test_watchdog_declares_storms_at_200ms_and_breaks_a_deadlock(tmp_path):
     assert all(off["paused"][q] > 490 for q in off["cycle"])    # four queues waiting on each other
     on = rows["deadlock"]
     assert on["status"] == "ok" and 200 <= on["detect_ms"] <= 201
+    assert on["series"][0][1:] == [0, 0]       # bytes of this phase only, not the storm's before it
     # the first storm on the cycle releases it: no queue of it stays paused past ~200 ms
     assert set(on["cycle"]) & {s["queue"] for s in on["storms"]}
     assert all(200 <= on["paused"][q] < 201 for q in on["cycle"])
