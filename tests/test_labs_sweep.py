@@ -185,3 +185,18 @@ def test_lab_all_pages_every_lab_and_ctrl_c_keeps_what_finished(tmp_path, monkey
     assert 'href="one/index.html"' in index and "did not run: interrupted after 1 of 3 seeds" in index
     two = json.loads((tmp_path / "stop" / "two" / "lab.json").read_text())
     assert two["status"] == "interrupted" and [d["status"] for d in two["seeds_detail"]] == ["ok", "cancelled", "cancelled"]
+
+
+def test_seeds_from_workers_without_a_shared_disk_arrive_packed(tmp_path):
+    from testbed.labs.virtual import seed_points
+    from testbed.sweep.cluster import client_for
+    from testbed.sweep.runner import run_points
+
+    points = seed_points(_Counted(), tmp_path / "lab", False, [1, 2], pcap=False)
+    with client_for(None, 1) as client:        # as an external cluster's workers: nothing written there
+        results = run_points(points, tmp_path / "lab", client, shared_disk=False)
+    assert [r.status for r in results] == ["ok", "ok"]
+    for seed in (1, 2):
+        assert json.loads((tmp_path / "lab" / f"seed{seed}" / "measured.json").read_text()) == {"value": seed * 10}
+        assert f"seed {seed} measured" in (tmp_path / "lab" / f"seed{seed}" / "run.log").read_text()
+    assert not [p for p in (tmp_path / "lab").iterdir() if p.name.startswith(".")]

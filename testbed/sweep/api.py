@@ -12,7 +12,7 @@ import time
 
 from testbed.sweep import grid, report
 from testbed.sweep.cluster import client_for
-from testbed.sweep.runner import Interrupted, run_points
+from testbed.sweep.runner import Interrupted, remove_stale_temporaries, run_points
 
 
 def run_sweep(points, out, scheduler=None, workers=None, knobs=None, seeds=None, base_options=(), progress=None):
@@ -45,8 +45,16 @@ def run_here_or_on_cluster(points, out, scheduler=None, workers=None, on_result=
     order; Ctrl-C raises testbed.sweep.runner.Interrupted with the results gathered so far."""
     if scheduler is None and workers == 1:
         return run_points(points, out, None, on_result=on_result, progress=progress)
-    with client_for(scheduler, workers) as client:
-        return run_points(points, out, client, on_result=on_result, progress=progress)
+    try:
+        with client_for(scheduler, workers) as client:
+            # A LocalCluster's workers share this disk: no point is packed and shipped back.
+            return run_points(points, out, client, on_result=on_result, progress=progress,
+                              shared_disk=scheduler is None)
+    except Interrupted:
+        if scheduler is None:       # the cluster is closed: what its workers left half-written goes
+            for parent in dict.fromkeys(p.directory(out).parent for p in points):
+                remove_stale_temporaries(parent)
+        raise
 
 
 class SweepInterrupted(KeyboardInterrupt):

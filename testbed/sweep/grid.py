@@ -55,10 +55,10 @@ class Point:
     # --- what the runner asks of every kind of point (testbed/sweep/runner.py) ---
     resumable = True        # a complete DIR/points/<id>/ with the same options is kept
 
-    def task(self):
-        """(function, arguments) a worker calls: testbed.sweep.point.execute(argv)."""
+    def task(self, into=None):
+        """(function, arguments) a worker calls: testbed.sweep.point.execute(argv, into)."""
         from testbed.sweep.point import execute
-        return execute, (list(self.argv),)
+        return execute, (list(self.argv), into)
 
     def directory(self, out):
         return Path(out) / "points" / self.id

@@ -4,7 +4,8 @@ lab dict that testbed.labs.virtual builds its findings from, and the seed's dire
 
 A lab's phases need their own jobs, TE hooks and faults, which no `rocelab run` option list
 carries: the worker calls the lab itself (VirtualLab.run_seed) into a private directory and
-ships it back packed, like any point (testbed/sweep/point.py), so the client alone writes it.
+ships it back packed, like any point (testbed/sweep/point.py), so the client alone writes it
+(or, on a worker that shares the client's disk, into a scratch directory beside OUT/seedN/).
 The lab is named by its registry name (testbed.labs.cli.LABS: the worker imports it) or given
 as an object (pickled to the worker with its class: a variant defined in a test, say).
 """
@@ -30,8 +31,8 @@ class LabPoint:
     def id(self):
         return f"{self.lab_name}-seed{self.seed}"
 
-    def task(self):
-        return execute_lab, (self.lab, self.seed, self.quick, self.pcap)
+    def task(self, into=None):
+        return execute_lab, (self.lab, self.seed, self.quick, self.pcap, into)
 
     def directory(self, out):   # noqa: ARG002 (every point of a `lab all` has its own lab directory)
         return Path(self.out) / f"seed{self.seed}"
@@ -40,7 +41,7 @@ class LabPoint:
         return {"id": self.id, "lab": self.lab_name, "seed": self.seed, "quick": self.quick, "pcap": self.pcap}
 
 
-def execute_lab(lab, seed, quick, pcap):
+def execute_lab(lab, seed, quick, pcap, into=None):
     """On a worker (or here): run one seed of `lab`; execute()'s dict with the seed's lab dict as
     its "summary" and exit 0 when every phase's collective ended as the lab expects (completed,
     unless the phase is meant to fail), else 1."""
@@ -52,7 +53,7 @@ def execute_lab(lab, seed, quick, pcap):
         as_expected = all(r["status"] == r.get("expect_status", "ok") for r in result["phases"])
         return (0 if as_expected else 1), result
 
-    return run_captured(body)
+    return run_captured(body, into=into)
 
 
 def _resolve(lab):

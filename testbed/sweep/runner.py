@@ -52,14 +52,18 @@ class Interrupted(Exception):
         self.results = results
 
 
-def run_points(points, out, client, on_result=None, progress=None):
+def run_points(points, out, client, on_result=None, progress=None, shared_disk=None):
     """Run `points` on `client` (None: in this process, in order), their directories under OUT;
     returns a PointResult per point in the given order. `on_result(result)` is called as each
-    ends (resumed ones first). Ctrl-C cancels what has not finished and raises Interrupted."""
+    ends (resumed ones first). Ctrl-C cancels what has not finished and raises Interrupted.
+    `shared_disk` (default: only without a client): the workers write each point straight into
+    a scratch directory beside its destination instead of shipping it back packed."""
     out = Path(out)
+    if shared_disk is None:
+        shared_disk = client is None
     for parent in dict.fromkeys(p.directory(out).parent for p in points):
         parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temporaries(parent)
+        remove_stale_temporaries(parent)
     results = {}
     todo = []
     for point in points:
@@ -80,12 +84,12 @@ def run_points(points, out, client, on_result=None, progress=None):
     try:
         if client is None:
             for point in todo:
-                function, arguments = point.task()
+                function, arguments = point.task(scratch(point, out) if shared_disk else None)
                 result = finished(point, _settle(point, out, function(*arguments)))
                 if progress:
                     progress.finished(result, running=0)
         else:
-            _on_client(todo, out, client, finished, progress)
+            _on_client(todo, out, client, finished, progress, shared_disk)
     except KeyboardInterrupt:
         raise Interrupted(_ordered(points, results)) from None
     finally:
@@ -94,13 +98,20 @@ def run_points(points, out, client, on_result=None, progress=None):
     return _ordered(points, results)
 
 
-def _on_client(todo, out, client, finished, progress):
+def scratch(point, out):
+    """Where a worker on this disk runs `point`: hidden beside its destination, on the same file
+    system (so the final rename is atomic), removed by the next run if it was left behind."""
+    final = point.directory(out)
+    return str(final.parent / f".{final.name}.tmp-{os.getpid()}")
+
+
+def _on_client(todo, out, client, finished, progress, shared_disk):
     from distributed import as_completed
 
     tag = uuid.uuid4().hex[:8]     # fresh keys: a long-lived scheduler may remember old ones
     futures = {}
     for p in todo:
-        function, arguments = p.task()
+        function, arguments = p.task(scratch(p, out) if shared_disk else None)
         futures[client.submit(function, *arguments, key=f"rocelab-point-{p.id}-{tag}", pure=False)] = p
     pending = set(futures)
     try:
@@ -167,9 +178,7 @@ def _settle(point, out, reply):
         # No result to keep; the run's log goes beside the points for a look, and a rerun retries.
         errors = Path(out) / "errors"
         errors.mkdir(parents=True, exist_ok=True)
-        tmp = errors / f".{point.id}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        unpack(reply["files"], tmp)
+        tmp = _unpacked(reply, errors / f".{point.id}.tmp-{os.getpid()}")
         log = tmp / "run.log"
         (errors / f"{point.id}.log").write_text(log.read_text() if log.exists() else (reply["error"] or ""))
         shutil.rmtree(tmp, ignore_errors=True)
@@ -180,9 +189,7 @@ def _settle(point, out, reply):
 
 def write_point(final, point, reply, status):
     """Unpack the reply into `final` (replacing an older copy), whole or not at all."""
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    unpack(reply["files"], tmp)
+    tmp = _unpacked(reply, final.parent / f".{final.name}.tmp-{os.getpid()}")
     record = {**point.as_dict(), "status": status, "error": reply["error"], "exit": reply["exit"],
               "elapsed_s": reply["elapsed_s"], "cpu_s": reply.get("cpu_s"), "worker": reply["worker"]}
     (tmp / POINT_FILE).write_text(json.dumps(record, indent=1) + "\n")
@@ -195,6 +202,16 @@ def write_point(final, point, reply, status):
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _unpacked(reply, where):
+    """The point's files in a directory of their own: where its worker wrote them (a shared
+    disk), or unpacked from the reply into `where`."""
+    if reply.get("path"):
+        return Path(reply["path"])
+    shutil.rmtree(where, ignore_errors=True)
+    unpack(reply["files"], where)
+    return where
 
 
 def load_point(directory, point):
@@ -211,7 +228,7 @@ def load_point(directory, point):
                        exit=record.get("exit"))
 
 
-def _remove_stale_temporaries(points_dir):
+def remove_stale_temporaries(points_dir):
     # Left by a client that died while writing a point: never a complete point.
     for path in list(points_dir.glob(".*.tmp-*")) + list(points_dir.glob(".*.old-*")):
         shutil.rmtree(path, ignore_errors=True)
