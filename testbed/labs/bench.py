@@ -31,13 +31,25 @@ def _run(out, extra):
 
 
 def _labs(out):
-    """{lab: (findings' values, per-seed seconds)} from each OUT/<lab>/lab.json."""
+    """{lab: (findings' values, per-seed wall seconds, per-seed CPU seconds)} from OUT/<lab>/."""
     found = {}
     for path in sorted(Path(out).glob("*/lab.json")):
         lab = json.loads(path.read_text())
+        cpu = []
+        for d in lab["seeds_detail"]:
+            record = path.parent / d["dir"] / "point.json"
+            cpu.append(json.loads(record.read_text()).get("cpu_s") if record.exists() else None)
         found[lab["lab"]] = ([f["values"] for f in lab["findings"]],
-                             [d.get("elapsed_s") for d in lab["seeds_detail"]])
+                             [d.get("elapsed_s") for d in lab["seeds_detail"]], cpu)
     return found
+
+
+def idle_estimate(labs, workers):
+    """What the seeds' own CPU seconds give on otherwise idle cores: (their sum, the longest
+    seed, the parallel wall they bound: max(sum / workers, longest))."""
+    cpu = [c or 0.0 for _, _, seeds in labs.values() for c in seeds]
+    total, longest = sum(cpu), max(cpu, default=0.0)
+    return total, longest, max(total / max(workers, 1), longest)
 
 
 def main(quick=False):
@@ -61,11 +73,14 @@ def main(quick=False):
               f"{p_load1:.1f}")
         print(f"   speedup {s_wall / p_wall:.2f}x; goal <= {GOAL_S / 60:.0f} min for the quick set: the default took "
               f"{p_wall / 60:.1f} min")
-        print("   per lab, seconds per seed (serial | parallel, each seed on its worker):")
+        print("   per lab, wall seconds per seed (serial | parallel, each seed on its worker):")
         for lab in serial:
             s_seeds = " ".join(f"{v or 0:.0f}" for v in serial[lab][1])
-            p_seeds = " ".join(f"{v or 0:.0f}" for v in parallel.get(lab, ([], []))[1])
+            p_seeds = " ".join(f"{v or 0:.0f}" for v in parallel.get(lab, ([], [], []))[1])
             print(f"     {lab:13} {s_seeds:>18} | {p_seeds}")
+        total, longest, bound = idle_estimate(parallel, cores)
+        print(f"   the seeds' own CPU: {total / 60:.1f} min in all, the longest seed {longest:.0f} s: on {cores} otherwise "
+              f"idle cores the parallel run would take about {bound / 60:.1f} min plus the cluster's start-up")
         same = serial.keys() == parallel.keys() and all(serial[k][0] == parallel[k][0] for k in serial)
         print(f"   findings identical serial vs parallel: {'yes' if same else 'NO'} ({len(serial)} labs)")
         print(f"   outputs: {root}" if keep else "   (set ROCELAB_BENCH_KEEP=DIR to keep both outputs)")

@@ -172,7 +172,9 @@ def finish(lab, out, quick, results, command=None, t0=None, interrupted=False):
                                 "phases": (r.summary or {}).get("phases", []),
                                 "notes": (r.summary or {}).get("notes", {}),
                                 "errors": (r.summary or {}).get("errors", []) if r.summary else [r.error or r.status],
-                                "elapsed_s": (r.summary or {}).get("elapsed_s", r.elapsed_s)}
+                                # the whole seed's wall time (a lab may run several run_labs a seed)
+                                "elapsed_s": r.elapsed_s if r.elapsed_s is not None
+                                else (r.summary or {}).get("elapsed_s")}
                                for s, r, fig in zip(seeds, results, figures)],
               "columns": [{"key": c.key, "header": c.header, "fmt": c.fmt} for c in lab.columns],
               "pcaps": _pcaps(out, first), "plots": [], "errors": errors}
