@@ -155,6 +155,11 @@ def test_pcaps_have_nanosecond_simulated_timestamps_and_dissect(tmp_path):
     rows = [r.split("\t") for r in tshark.stdout.splitlines() if r.strip()]
     assert rows, tshark.stderr
     assert any(len(r[0].split(".")[1]) == 9 for r in rows), "nanosecond resolution"
+    # headers only: each record keeps the first 128 bytes and the frame's length on the wire
+    lengths = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "frame.cap_len", "-e", "frame.len",
+                              "-Y", "infiniband && frame.len > 1000"], capture_output=True, text=True, timeout=60)
+    caps = {tuple(int(x) for x in r.split("\t")) for r in lengths.stdout.splitlines() if r.strip()}
+    assert caps and all(cap == profile.CAPTURE_SNAPLEN < full for cap, full in caps), caps
 
 
 @pytest.mark.parametrize("args, words", [

@@ -110,7 +110,7 @@ class SimFabric:
             captures = None
             if self.pcap_dir:
                 captures = PortCaptures(str(self.pcap_dir), {n: sw.intf(n) for n in sw.ports},
-                                        clock=sched.now, nanoseconds=True)
+                                        clock=sched.now, nanoseconds=True, snaplen=profile.CAPTURE_SNAPLEN)
             node = SimSwitch(sched, sw, CPU_PORT, captures, seed=self.seed, buffer_config=profile.buffer_config())
             node.switch.notice = functools.partial(self._switch_notice, sw.name)
             node.server = P4RuntimeServer(node.switch, device_id=sw.device_id,

@@ -11,6 +11,10 @@ LINK_RATE_MBPS = 400_000           # 400G (the paper's 400G deployment)
 NIC_MTU = 4096                     # RoCE path MTU used by NCCL on 400G NICs
 SWITCH_MTU = 9000                  # jumbo frames on every switch port
 FRAME_BYTES = NIC_MTU + 66         # payload + Eth/IPv4/UDP/BTH/RETH/ICRC: one full-size frame
+# Captures keep each frame's first 128 bytes (Ethernet, a VLAN tag, IPv4, UDP, BTH, RETH/AETH
+# and the CTS header all fit; PFC frames are 60): at 400G the 4 KB payloads of a quick lab's
+# captures came to 2-3 GB per seed, for bytes nobody reads.
+CAPTURE_SNAPLEN = 128
 QUEUE_PACKETS = 4096               # per egress queue: ~17 MB of 4 KB frames (a deep-buffer CTSW port)
 ECN_BYTES = 5_000_000              # "relaxed (5 MB) ECN threshold in CTSW" (the paper, section 5.2.1)
 FLOWLET_GAP_US = 256               # the paper's flowlet gaps are a few hundred microseconds

@@ -15,22 +15,25 @@ class PcapWriter:
     """A classic libpcap file, buffered; flush() makes it readable.
 
     Timestamps come from `clock` (seconds): the wall clock in real time, in microseconds;
-    the simulated clock in virtual time, in nanoseconds (`nanoseconds=True`)."""
+    the simulated clock in virtual time, in nanoseconds (`nanoseconds=True`). `snaplen`
+    keeps that many leading bytes of each frame (its original length is still recorded), as
+    `tcpdump -s` does: headers are what a lab reads, and 400G of payload is gigabytes."""
 
-    def __init__(self, path, clock=time.time, nanoseconds=False):
+    def __init__(self, path, clock=time.time, nanoseconds=False, snaplen=SNAPLEN):
         self.path = path
         self.clock = clock
+        self.snaplen = snaplen
         self._scale = 1_000_000_000 if nanoseconds else 1_000_000
         self._file = open(path, "wb", buffering=1 << 16)
         magic = MAGIC_NSEC if nanoseconds else MAGIC_USEC
-        self._file.write(struct.pack("<IHHiIII", magic, 2, 4, 0, 0, SNAPLEN, LINKTYPE_ETHERNET))
+        self._file.write(struct.pack("<IHHiIII", magic, 2, 4, 0, 0, snaplen, LINKTYPE_ETHERNET))
         self.packets = 0
 
     def write(self, frame, when=None):
         when = self.clock() if when is None else when
         ticks = round(when * self._scale)
         sec, frac = divmod(ticks, self._scale)
-        caplen = min(len(frame), SNAPLEN)
+        caplen = min(len(frame), self.snaplen)
         self._file.write(struct.pack("<IIII", sec, frac, caplen, len(frame)))
         self._file.write(frame[:caplen])
         self.packets += 1
@@ -47,14 +50,15 @@ class PcapWriter:
 class PortCaptures:
     """The in/out writers of every port, or nothing at all when captures are off."""
 
-    def __init__(self, directory, port_names, clock=time.time, nanoseconds=False):
+    def __init__(self, directory, port_names, clock=time.time, nanoseconds=False, snaplen=SNAPLEN):
         if not os.path.isdir(directory):
             raise ValueError(f"--pcap: directory {directory!r} does not exist")
         self.ingress = {}
         self.egress = {}
         for port, name in port_names.items():
             for suffix, writers in (("in", self.ingress), ("out", self.egress)):
-                writers[port] = PcapWriter(os.path.join(directory, f"{name}_{suffix}.pcap"), clock, nanoseconds)
+                writers[port] = PcapWriter(os.path.join(directory, f"{name}_{suffix}.pcap"), clock, nanoseconds,
+                                           snaplen)
 
     def flush(self):
         for writer in (*self.ingress.values(), *self.egress.values()):
