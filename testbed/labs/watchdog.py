@@ -360,8 +360,10 @@ class Watchdog(VirtualLab):
         plt.close(fig)
         files.append({"file": "paused.png", "title": "Paused time of every lossless queue that was paused",
                       "caption": "Storm: the bad NIC's leaf port, spine1's port to that leaf and leaf1's uplink to "
-                                 "spine1 are paused together; the watchdog ends each after 200 ms (the bad NIC's own "
-                                 "port stays stormed until it drains). Deadlock: the four queues of the cycle."})
+                                 "spine1 are paused together; a watchdog on the bad NIC's leaf ends the others' pause "
+                                 "at 200 ms, while the bad NIC's own port keeps receiving pauses until its host "
+                                 "drains at 300 ms. Deadlock: the four queues of the cycle and leaf1's two uplinks "
+                                 "behind them."})
         return files
 
 
