@@ -182,6 +182,22 @@ def test_watchdog_forward_mode_sends_the_stormed_queue_and_off_mode_never_storms
     assert sw.port_status(1)["watchdog_storms"][3] == 0
 
 
+def test_turning_the_watchdog_off_releases_a_stormed_queue():
+    from testbed.switch.agent import EngineAgent
+    sw, ports, clock = make(BufferConfig(watchdog_detect_s=0.2))
+    notices = []
+    sw.notice = notices.append
+    storm(sw, clock, 0.25, port=1, start=0.0)
+    assert sw.port_status(1)["watchdog_stormed"] == [3]
+    EngineAgent(sw).set_watchdog(detect_ms=0)
+    run_until(sw, clock, clock[0] + 0.002)
+    assert sw.port_status(1)["watchdog_stormed"] == [] and "watchdog off" in notices[-1]
+    # pauses count again: the packet waits behind the NIC's last XOFF instead of being dropped
+    sw._receive(3, ipv4_frame(dscp=3 << 3, tag=9), clock[0])
+    run_until(sw, clock, clock[0] + 0.01)
+    assert sw.port_status(1)["queue_depth"][3] == 1 and sw.port_status(1)["watchdog_drops"][3] == 0
+
+
 def test_service_wakes_for_the_watchdog_when_nothing_else_is_due():
     sw, ports, clock = make(BufferConfig(watchdog_detect_s=0.2))
     sw._receive(1, pfc.build_pfc("02:00:00:00:00:09", {3: 0xFFFF}), 0.0)   # 3.4 s at 10 Mb/s

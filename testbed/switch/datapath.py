@@ -334,9 +334,11 @@ class Switch:
         wake = None
         if self._watched:
             detect = self.watchdog_detect_s()
-            if detect:
-                with self.lock:
+            with self.lock:
+                if detect:
                     wake = self._watchdog(now, detect)
+                else:
+                    self._watchdog_off(now)
         if self._busy:
             with self.lock:
                 due = self._service_queues(now)
@@ -431,6 +433,18 @@ class Switch:
             elif due is not None and (wake is None or due < wake):
                 wake = due
         return wake
+
+    def _watchdog_off(self, now):
+        """A watchdog turned off leaves no queue stormed (it would ignore pauses for good)."""
+        for number in list(self._watched):
+            port = self.egress_ports[number]
+            for prio in port.release_storms(now):
+                message = f"PFC watchdog: port {number} priority {prio} restored at {now - self.t0:.3f} s (watchdog off)"
+                for sink in (self.notice, self.log):
+                    if sink:
+                        sink(message)
+            if not port.watching():
+                self._watched.discard(number)
 
     def _to_wire(self, number, frame, now):
         port = self.egress_ports.get(number)

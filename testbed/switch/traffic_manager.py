@@ -243,6 +243,16 @@ class EgressPort:
                 wake = due
         return events, wake
 
+    def release_storms(self, now):
+        """The watchdog was turned off: stormed priorities obey pauses again (the pause in
+        force, if any, resumes from now). Returns the priorities released."""
+        released = [prio for prio in range(NUM_PRIORITIES) if self.stormed[prio]]
+        for prio in released:
+            self.stormed[prio] = False
+            if self.pause_until[prio] <= now:
+                self._end_pause(prio, self.pause_until[prio] or now)
+        return released
+
     def watching(self):
         """True while a pause is in progress or a queue is stormed."""
         return any(self.stormed) or any(s is not None for s in self.pause_started)
