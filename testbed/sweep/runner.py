@@ -110,9 +110,12 @@ def _on_client(todo, out, client, finished, progress, shared_disk):
 
     tag = uuid.uuid4().hex[:8]     # fresh keys: a long-lived scheduler may remember old ones
     futures = {}
-    for p in todo:
+    for i, p in enumerate(todo):
         function, arguments = p.task(scratch(p, out) if shared_disk else None)
-        futures[client.submit(function, *arguments, key=f"rocelab-point-{p.id}-{tag}", pure=False)] = p
+        # Dask does not keep the order of separate submissions: points start in the given order
+        # because the earlier ones have the higher priority (lab all gives its longest first).
+        futures[client.submit(function, *arguments, key=f"rocelab-point-{p.id}-{tag}", pure=False,
+                              priority=len(todo) - i)] = p
     pending = set(futures)
     try:
         stream = as_completed(list(futures), loop=client.loop)
