@@ -40,9 +40,12 @@ def run_sweep(points, out, scheduler=None, workers=None, knobs=None, seeds=None,
 
 def run_here_or_on_cluster(points, out, scheduler=None, workers=None, on_result=None, progress=None):
     """Run `points` (any kind, testbed/sweep/runner.py) on the Dask scheduler at `scheduler`, or
-    on a LocalCluster of `workers` (default one per core), or in this process when `workers` is
-    1: the same tasks and the same writing either way. Returns a PointResult per point, in
+    on a LocalCluster of `workers` (default one per core, at most one per point), or in this
+    process when that is 1: the same tasks and the same writing either way. Returns a PointResult per point, in
     order; Ctrl-C raises testbed.sweep.runner.Interrupted with the results gathered so far."""
+    if scheduler is None:
+        import os
+        workers = min(workers or os.cpu_count() or 1, max(len(points), 1))   # no idle workers to start
     if scheduler is None and workers == 1:
         return run_points(points, out, None, on_result=on_result, progress=progress)
     try:
