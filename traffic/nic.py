@@ -325,8 +325,9 @@ class QueuePair:
         self.stats["lat_timeouts"] += 1
         self.retries += 1
         self.resend_idx = 0
-        if self.retries > self.nic.cfg.retry_count:
+        if self.retries > self.nic.cfg.retry_count and not self.error:
             self.error = f"retry count exceeded at PSN {self.outstanding[0][0]}"
+            self.nic.failed_qps += 1
 
     def summary(self):
         out = {"qpn": self.local_qpn, "remote_qpn": self.remote_qpn, "peer_ip": self.peer_ip,
@@ -355,6 +356,7 @@ class Nic:
         self.now = clock
         self.qps = {}
         self._qp_list = []
+        self.failed_qps = 0          # QPs in the error state (errors() is asked every loop turn)
         self._rr = 0
         self.ip_id = 0
         if port is not None:
@@ -491,6 +493,7 @@ class Nic:
             return 0
         line = self.cfg.line_rate_bps
         burst = self._burst_s
+        max_outstanding = self.cfg.max_outstanding
         sent = 0
         idle_rounds = 0
         i = self._rr
@@ -499,7 +502,10 @@ class Nic:
                 break
             qp = qps[i]
             i = (i + 1) % n
-            if not qp.has_work() or qp.next_send > now:
+            # qp.has_work(), inlined: this loop runs for every packet sent
+            if qp.error or qp.next_send > now or not (
+                    qp.resend_idx < len(qp.outstanding)
+                    or (qp.pending and len(qp.outstanding) < max_outstanding)):
                 idle_rounds += 1
                 continue
             idle_rounds = 0
@@ -738,7 +744,10 @@ class Nic:
         if got or sent or consumed:      # the host taking payload in can free credit (CTS) to act on
             return True
         wait = max_wait
-        soonest = min((qp.next_send for qp in self._qp_list if qp.has_work()), default=None)
+        soonest = None
+        for qp in self._qp_list:
+            if (soonest is None or qp.next_send < soonest) and qp.has_work():
+                soonest = qp.next_send
         if soonest is not None:
             data_prio = self.cfg.classes["data"].priority
             ready = max(self.next_send, self.paused_until[data_prio], soonest)
@@ -772,6 +781,8 @@ class Nic:
         return any(qp.outstanding or qp.pending for qp in self._qp_list)
 
     def errors(self):
+        if not self.failed_qps:
+            return []
         return [f"QP {qp.local_qpn:#x}: {qp.error}" for qp in self._qp_list if qp.error]
 
     def report(self):

@@ -137,6 +137,7 @@ class RankRunner:
         self._msg_size = None        # set by _plan: until then a CTS only records its credit
         self._credit_out = 0         # receiver-wide mode: credit granted, not yet consumed
         self._admit_next = 0         # receiver-wide mode: whose turn it is for the next chunk
+        self._progress = False       # the NIC reported something phases wait for (run_size)
 
     # -- set-up ----------------------------------------------------------------------------------
     def _resolve_mac(self, peer, deadline):
@@ -256,11 +257,13 @@ class RankRunner:
             self.nic.send_cts(conn.peer_ip, conn.peer_mac, self.rank, conn.channel, conn.granted_sent)
 
     def _on_rx_bytes(self, qp, nbytes):
+        self._progress = True
         conn = qp.context
         conn.recv_cum += nbytes
         conn.last_rx = self.now()
 
     def _on_rx_consumed(self, qp, nbytes):
+        self._progress = True
         conn = qp.context
         conn.consumed += nbytes
         if not self.job.cts:
@@ -277,6 +280,7 @@ class RankRunner:
             return
         if granted > conn.granted:
             conn.granted = granted
+            self._progress = True
             self._pump(conn)
 
     def _refresh_cts(self, now):
@@ -295,6 +299,7 @@ class RankRunner:
 
     # -- sending ---------------------------------------------------------------------------------
     def _on_write_done(self, qp, msg):
+        self._progress = True
         qp.context.acked += msg.nbytes
 
     def _pump(self, conn):
@@ -414,13 +419,20 @@ class RankRunner:
                 conn.last_rx = start
                 if not job.cts_budget_bytes:
                     self._grant(conn, force=True)
+        self._progress = False
         for run in runs:
             self._advance(run, start)
-        while not all(r.done for r in runs):
+        finished = all(r.done for r in runs)
+        while not finished:
             self._turn()
             now = self.now()
-            for run in runs:
-                self._advance(run, now)
+            # Phases move only on what the NIC reported (payload in, ACKs, CTS): a turn
+            # without any leaves them where they are, so they are not looked at again.
+            if self._progress:
+                self._progress = False
+                for run in runs:
+                    self._advance(run, now)
+                finished = all(r.done for r in runs)
             if job.cts:
                 self._refresh_cts(now)
         end = self.now()

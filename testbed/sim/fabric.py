@@ -322,28 +322,56 @@ def _signals_stop(scheduler):
 
 class QueueSampler(telemetry.QueueSampler):
     """Queue depths every `sample_interval_s` of simulated time (non-empty queues only): the
-    real-time sampler's samples and max_depths, ticked by the scheduler instead of a thread."""
+    real-time sampler's samples and max_depths, ticked by the scheduler instead of a thread.
+
+    While every queue is empty a tick would record nothing, so the sampler sleeps until a
+    switch queues a frame and goes on at the next tick of the same time grid."""
 
     def __init__(self, fabric):
         super().__init__(fabric, fabric.sample_interval_s)
         self._timer = None
+        self._next = None        # when the next tick is (or would be, while asleep)
+        self._stopped = False
 
     def start(self):
-        self.t0 = self.fabric.clock()
-        self._timer = self.fabric.scheduler.after(0.0, self._tick)
+        self.t0 = self._next = self.fabric.clock()
+        self._timer = self.fabric.scheduler.at(self._next, self._tick)
         return self
 
     def _tick(self):
         t = round(self.fabric.clock() - self.t0, 9)
+        queued = False
         for node in self.fabric.nodes.values():
             switch = node.switch
             for number in switch._busy:          # only ports with something queued
                 for prio, queue in enumerate(switch.egress_ports[number].queues):
                     if queue:
+                        queued = True
                         self.samples.append((t, node.name, number, prio, len(queue)))
-        self._timer = self.fabric.scheduler.after(self.interval_s, self._tick)
+        self._next += self.interval_s
+        if queued:
+            self._timer = self.fabric.scheduler.at(self._next, self._tick)
+        else:
+            self._timer = None
+            for node in self.fabric.nodes.values():
+                node.on_queued = self._wake
+
+    def _wake(self):
+        """A frame was queued somewhere: tick again from the first grid time after now (the
+        ticks skipped, up to now included, found every queue empty)."""
+        for node in self.fabric.nodes.values():
+            node.on_queued = None
+        if self._stopped:
+            return
+        now = self.fabric.clock()
+        while self._next <= now:
+            self._next += self.interval_s
+        self._timer = self.fabric.scheduler.at(self._next, self._tick)
 
     def stop(self):
+        self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
+        for node in self.fabric.nodes.values():
+            node.on_queued = None
         return self.samples

@@ -62,6 +62,7 @@ class SimSwitch:
         self._service_at = None
         self._service_timer = None
         self.up = True
+        self.on_queued = None        # callable() after a frame was queued (the idle queue sampler's wake)
 
     # -- the data path: events in, events out --------------------------------------------------
     def receive(self, port, frame):
@@ -71,6 +72,8 @@ class SimSwitch:
         switch._receive(port, frame, self.scheduler.now())
         if switch._busy or switch.delay_line:
             self._schedule(self.scheduler.now())
+            if self.on_queued is not None:
+                self.on_queued()
 
     def _take_injected(self):
         """Frames other threads injected (packet-out on the CPU port), received now, like the
@@ -84,6 +87,8 @@ class SimSwitch:
                     switch._receive(port, frame, now)
         if switch._busy or switch.delay_line:
             self._schedule(now)
+            if self.on_queued is not None:
+                self.on_queued()
 
     def _schedule(self, when):
         if self._service_at is not None and self._service_at <= when:
