@@ -379,6 +379,7 @@ class Nic:
         self._credit_at_pause = 0.0   # pacer state when the data priority was paused
         self._pacer_at_pause = 0.0
         self.held = {prio: deque() for prio in range(8)}
+        self._holding = False        # any frame in `held` (checked every loop turn)
         self._cts_templates = {}
         self._cts_seq = 0
         # slow receiver (PFC emitter)
@@ -438,6 +439,7 @@ class Nic:
         """Send a small control frame, or hold it while its priority is paused."""
         if self.paused_until[priority] > self.now():
             self.held[priority].append(bytes(frame))
+            self._holding = True
         else:
             self._xmit(frame)
 
@@ -663,11 +665,13 @@ class Nic:
 
     # -- timers and the loop -------------------------------------------------------------------
     def _timers(self, now):
-        for prio in range(8):
-            held = self.held[prio]
-            if held and self.paused_until[prio] <= now:
-                while held:
-                    self._xmit(held.popleft())
+        if self._holding:
+            for prio in range(8):
+                held = self.held[prio]
+                if held and self.paused_until[prio] <= now:
+                    while held:
+                        self._xmit(held.popleft())
+            self._holding = any(self.held.values())
         if now >= self._qp_timers_at:
             # Like a NIC's timer wheel: a tick, not every loop turn (the timers are >= microseconds).
             self._qp_timers_at = now + TIMER_TICK_S

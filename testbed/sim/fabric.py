@@ -158,7 +158,9 @@ class SimFabric:
         ends = []
         for name, port in ((link.a, link.a_port), (link.b, link.b_port)):
             if name in self.hosts_by_name:
-                nic_port = self.hosts_by_name[name].nic_port
+                host = self.hosts_by_name[name]
+                host.rx_coalesce_s = profile.FRAME_BYTES * 8 / (link.rate_mbps * 1e6)
+                nic_port = host.nic_port
                 ends.append((nic_port, nic_port.deliver))
             else:
                 node = self.nodes[name]

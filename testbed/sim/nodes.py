@@ -137,6 +137,7 @@ class HostPort:
         self.mac = bytes.fromhex(mac.replace(":", ""))
         self.wire = None
         self.inbox = deque()
+        self._empty = BlockingIOError()   # raised every loop turn the inbox is empty: made once
         self.counters = PortCounters()
         self.filtered = 0
 
@@ -149,7 +150,7 @@ class HostPort:
 
     def recv(self, _bufsize=65536):
         if not self.inbox:
-            raise BlockingIOError
+            raise self._empty.with_traceback(None)
         return self.inbox.popleft()
 
     def deliver(self, frame):
@@ -195,6 +196,7 @@ class DatagramSocket:
         self.host = host
         self.addr = addr
         self.queue = deque()
+        self._empty = BlockingIOError()
 
     def sendto(self, data, dst):
         self.net.send(self.addr, tuple(dst), bytes(data))
@@ -202,7 +204,7 @@ class DatagramSocket:
 
     def recvfrom(self, _bufsize):
         if not self.queue:
-            raise BlockingIOError
+            raise self._empty.with_traceback(None)
         return self.queue.popleft()
 
     def _arrive(self, data, src):
@@ -226,6 +228,7 @@ class SimHost:
         self.nic_port = HostPort(self, clos_host.nics[0].mac)
         self.control_socket = None
         self.process = None
+        self.rx_coalesce_s = 0.0     # set by the fabric: one full frame's time on the host's link
 
     def attach_control(self, datagrams, ip, port):
         """The rank's barrier socket, bound to its IP and the job's control port."""
@@ -240,8 +243,12 @@ class SimHost:
         self.process.wait(seconds)
 
     def wake(self):
-        if self.process is not None:
-            self.process.wake()
+        """Input arrived: the NIC loop runs now, unless it wakes within a frame time anyway
+        (its next pacer slot or timer), when it takes the input in then, like a NIC's interrupt
+        moderation (frames are still taken in before that turn transmits anything)."""
+        process = self.process
+        if process is not None and not process.resumes_within(self.rx_coalesce_s):
+            process.wake()
 
     def nic_counters(self):
         c = self.nic_port.counters

@@ -133,6 +133,11 @@ class Process:
         self._timer = self.scheduler.after(max(0.0, timeout), self._resume)
         self.scheduler.hub.switch()
 
+    def resumes_within(self, seconds):
+        """True when the process waits and its timeout ends within `seconds` from now."""
+        timer = self._timer
+        return self._waiting and timer is not None and timer.when - self.scheduler._now <= seconds
+
     def wake(self):
         """Resume a waiting process now (after the events already due at this time)."""
         if self._waiting and self._timer is not None:
