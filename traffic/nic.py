@@ -343,10 +343,16 @@ class QueuePair:
 class Nic:
     """The emulated NIC of one host. Single-threaded: call :meth:`poll` in a loop."""
 
-    def __init__(self, iface, mac, ip, cfg=None, clock=time.monotonic, open_sockets=True, port=None, wait=None):
+    def __init__(self, iface, mac, ip, cfg=None, clock=time.monotonic, open_sockets=True, port=None, wait=None,
+                 tx_lookahead_s=0.0):
         """clock: seconds; port: what frames go out of and come in from (default a raw socket on
         `iface`); wait(seconds): how the loop sleeps until input or a deadline (default select on
-        the port and `extra_fds`). Virtual time passes a simulated clock, port and wait."""
+        the port and `extra_fds`). Virtual time passes a simulated clock, port and wait.
+        tx_lookahead_s: how long before its pacer slot a frame may be handed to a port that
+        serializes frames itself at the line rate (virtual time's wire: the next frame waits
+        behind the one on the wire, as in a NIC's TX ring). The loop still wakes at a slot, and
+        then also sends what is due within the lookahead: with one frame time, two frames per
+        wake. 0 (real time): every frame at its slot."""
         self.cfg = cfg or NicConfig()
         self.cfg.validate()
         self.iface = iface
@@ -371,6 +377,7 @@ class Nic:
         self.on_rx_message = None    # callback(qp, imm_or_None) when a message completes
         self.on_cts = None           # callback(src_ip, src_rank, channel, granted)
         self.next_send = 0.0
+        self.tx_lookahead_s = tx_lookahead_s
         self.next_ack_due = None     # the earliest delayed ACK (bounds the loop's sleep)
         self._qp_timers_at = 0.0
         line = self.cfg.line_rate_bps
@@ -487,7 +494,8 @@ class Nic:
     def _transmit(self, now, budget=64):
         """Send up to `budget` data packets that pacing, PFC and windows allow; returns how many."""
         data_prio = self.cfg.classes["data"].priority
-        if self.paused_until[data_prio] > now or self.next_send > now:
+        ahead = now + self.tx_lookahead_s
+        if self.paused_until[data_prio] > now or self.next_send > ahead:
             return 0            # paused, or the line-rate pacer has no credit yet
         qps = self._qp_list
         n = len(qps)
@@ -500,7 +508,7 @@ class Nic:
         idle_rounds = 0
         i = self._rr
         while sent < budget and idle_rounds < n:
-            if self.next_send > now:
+            if self.next_send > ahead:
                 break
             qp = qps[i]
             i = (i + 1) % n

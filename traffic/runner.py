@@ -112,7 +112,8 @@ class RankRunner:
     def __init__(self, job, rank, clock=time.monotonic, log=None, io=None):
         """io: the host's ports when they are not the kernel's (virtual time): an object with
         `nic_port` (send/recv/close like a raw socket), `control_socket` (a bound datagram
-        socket) and `wait(seconds)` (sleep until input arrives or the time passes)."""
+        socket), `wait(seconds)` (sleep until input arrives or the time passes) and optionally
+        `tx_lookahead_s` (see traffic.nic.Nic)."""
         if not 0 <= rank < job.n:
             raise ValueError(f"--rank {rank}: the job has ranks 0..{job.n - 1}")
         self.job = job
@@ -166,7 +167,8 @@ class RankRunner:
         self.deadline = self.t0 + job.timeout_s
         io = self.io
         self.nic = Nic(self.me.iface, self.me.mac, self.me.ip, job.nic, clock=self.now,
-                       port=io.nic_port if io else None, wait=io.wait if io else None)
+                       port=io.nic_port if io else None, wait=io.wait if io else None,
+                       tx_lookahead_s=getattr(io, "tx_lookahead_s", 0.0))
         self.ctrl = ControlPlane(self.rank, [r.ip for r in job.ranks], job.control_port,
                                  dscp=job.nic.classes["control"].dscp,
                                  sock=io.control_socket if io else None)

@@ -159,7 +159,8 @@ class SimFabric:
         for name, port in ((link.a, link.a_port), (link.b, link.b_port)):
             if name in self.hosts_by_name:
                 host = self.hosts_by_name[name]
-                host.rx_coalesce_s = profile.FRAME_BYTES * 8 / (link.rate_mbps * 1e6)
+                frame_s = profile.FRAME_BYTES * 8 / (link.rate_mbps * 1e6)
+                host.tx_lookahead_s, host.rx_coalesce_s = frame_s, 2 * frame_s
                 nic_port = host.nic_port
                 ends.append((nic_port, nic_port.deliver))
             else:

@@ -69,9 +69,10 @@ class SimSwitch:
         if not self.up:
             return
         switch = self.switch
-        switch._receive(port, frame, self.scheduler.now())
+        now = self.scheduler.now()
+        switch._receive(port, frame, now)
         if switch._busy or switch.delay_line:
-            self._schedule(self.scheduler.now())
+            self._schedule(now)
             if self.on_queued is not None:
                 self.on_queued()
 
@@ -229,6 +230,7 @@ class SimHost:
         self.control_socket = None
         self.process = None
         self.rx_coalesce_s = 0.0     # set by the fabric: one full frame's time on the host's link
+        self.tx_lookahead_s = 0.0    # the NIC's (traffic/nic.py), set by the fabric: the same frame time
 
     def attach_control(self, datagrams, ip, port):
         """The rank's barrier socket, bound to its IP and the job's control port."""
