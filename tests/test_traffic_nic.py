@@ -439,3 +439,26 @@ def test_bad_icrc_is_counted_and_dropped():
     f[60] ^= 0xFF
     p.to_b([bytes(f)])
     assert p.b.stats["icrc_errors"] == 1 and p.qb.stats["rx_bytes"] == 0
+
+
+def test_tx_lookahead_hands_over_the_next_frame_early_and_none_by_default():
+    """Virtual time's wire serializes frames itself: with a lookahead of one frame time the NIC
+    gives it the frame of the next pacer slot too (two per wake); the default (real time) sends
+    each frame at its own slot, and a pause holds both alike."""
+    def sent_in_one_slot(lookahead):
+        p = Pair(mtu=1024, line_rate_bps=1e9, burst_bytes=1)
+        if lookahead is not None:
+            p.a.tx_lookahead_s = lookahead
+        p.a.post_write(p.qa, 64 * 1024)
+        return p, len(p.a_sends())
+
+    frame_s = (1024 + FRAME_OVERHEAD) * 8 / 1e9
+    p, n = sent_in_one_slot(None)
+    assert p.a.tx_lookahead_s == 0.0 and n == 1 and p.a.next_send > p.t
+    p, n = sent_in_one_slot(frame_s)
+    assert n == 2 and p.a.next_send > p.t + frame_s
+    p.t = p.a.next_send                      # the next slot: again the frame due then and one more
+    assert len(p.a_sends()) == 2
+    p.a._pause(3, p.t, 1e-3)                 # PFC on the data priority: nothing, lookahead or not
+    p.t += frame_s
+    assert p.a_sends() == []
