@@ -132,6 +132,7 @@ def test_ctrl_c_keeps_the_finished_seeds_and_says_interrupted(tmp_path):
     (["all", "--scheduler", "nowhere"], "expected an address such as tcp://"),
     (["ecmp", "--workers", "0"], "--workers"),
     (["ecmp", "--quick", "--scheduler", "tcp://127.0.0.1:1"], "not reachable"),
+    (["all", "--scheduler", "tcp://127.0.0.1:1"], "not reachable"),
 ])
 def test_cluster_options_refuse_bad_input_in_one_line(tmp_path, args, message):
     done = subprocess.run([ROCELAB, "lab", *args, "--out", str(tmp_path / "never")], capture_output=True,

@@ -266,6 +266,8 @@ def run_all(args):
             raise KeyboardInterrupt from None
 
     status = _on_seeds(prog, run_everything)
+    if status == 2 and not done:
+        return status       # refused before anything ran (an unreachable --scheduler): no page to write
     if interrupted:
         by_lab = {}
         for r in interrupted[0]:
