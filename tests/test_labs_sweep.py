@@ -201,3 +201,51 @@ def test_seeds_from_workers_without_a_shared_disk_arrive_packed(tmp_path):
         assert json.loads((tmp_path / "lab" / f"seed{seed}" / "measured.json").read_text()) == {"value": seed * 10}
         assert f"seed {seed} measured" in (tmp_path / "lab" / f"seed{seed}" / "run.log").read_text()
     assert not [p for p in (tmp_path / "lab").iterdir() if p.name.startswith(".")]
+
+
+class _Slow(_Counted):
+    """Seeds that write half their files, then take a few seconds (long enough to be killed)."""
+    name = "slow"
+
+    def run_seed(self, out, seed, quick, pcap=True, log=print):
+        import time
+        Path(out).mkdir(parents=True)
+        (Path(out) / "half-written.txt").write_text("from a worker that may be killed")
+        time.sleep(4)
+        (Path(out) / "half-written.txt").unlink()
+        Path(out).rmdir()
+        return _Counted.run_seed(self, out, seed, quick, pcap=pcap, log=log)
+
+
+def test_a_worker_killed_mid_seed_is_retried_and_leaves_nothing_half_written(tmp_path):
+    import signal
+    import threading
+    import time
+    from testbed.labs.virtual import seed_points
+    from testbed.sweep.cluster import client_for
+    from testbed.sweep.runner import run_points
+
+    points = seed_points(_Slow(), tmp_path / "lab", False, [1, 2], pcap=False)
+    results, victim = [], []
+    with client_for(None, 2) as client:
+        client.wait_for_workers(2)
+        pids = client.run(os.getpid)
+        runner = threading.Thread(target=lambda: results.extend(
+            run_points(points, tmp_path / "lab", client, shared_disk=True)))
+        runner.start()
+        deadline = time.monotonic() + 60
+        while not victim and time.monotonic() < deadline:
+            if list((tmp_path / "lab").glob(".seed*/half-written.txt")):     # a seed is under way
+                busy = [w for w, tasks in client.processing().items() if tasks]
+                if busy:
+                    victim.append(pids[busy[0]])
+                    os.kill(victim[0], signal.SIGKILL)
+            time.sleep(0.05)
+        runner.join(timeout=120)
+    assert victim, "no seed was ever under way"
+    assert [r.status for r in results] == ["ok", "ok"]
+    assert all(not r.worker.endswith(f":{victim[0]}") for r in results)
+    for seed in (1, 2):
+        assert sorted(p.name for p in (tmp_path / "lab" / f"seed{seed}").iterdir()) == \
+            ["measured.json", "point.json", "run.log"]
+    assert not [p for p in (tmp_path / "lab").iterdir() if p.name.startswith(".")]
