@@ -462,3 +462,31 @@ def test_tx_lookahead_hands_over_the_next_frame_early_and_none_by_default():
     p.a._pause(3, p.t, 1e-3)                 # PFC on the data priority: nothing, lookahead or not
     p.t += frame_s
     assert p.a_sends() == []
+
+
+def test_qp_templates_are_the_frames_scapy_builds_for_that_qp():
+    """Templates are built by Scapy once per packet kind and addressed per QP: byte for byte
+    what Scapy builds with the QP's own MACs, IPs, UDP port and QP number."""
+    from traffic.fastpath import FrameTemplate
+    from traffic.nic import udp_source_port
+    p = Pair(dcqcn=DcqcnParams())
+    other = p.a.create_qp(0x345678, 0xABCDEF, "192.168.7.9", "12:34:56:78:9a:bc")
+    for qp in (p.qa, other, p.qb):
+        nic = qp.nic
+        for opcode, paylen in ((P.RC_WRITE_FIRST, 1024), (P.RC_WRITE_MIDDLE, 1024), (P.RC_WRITE_LAST_IMM, 333),
+                               (P.RC_WRITE_ONLY_IMM, 5), (P.RC_ACK, 0), (P.CNP, 0)):
+            if opcode in P.WRITE_OPCODES:
+                bth, cls = P.write_bth(opcode, qp.remote_qpn, 0, rkey=qp.rkey, payload=b"\x5a" * paylen), "data"
+            elif opcode == P.RC_ACK:
+                bth, cls = P.ack_bth(qp.remote_qpn, 0, 0), "data"
+            else:
+                bth, cls = P.cnp_bth(qp.remote_qpn), "cnp"
+            tc = nic.cfg.classes[cls]
+            ecn = P.NOT_ECT if opcode == P.RC_ACK else tc.ecn
+            scapy = raw(P.roce(nic.mac, qp.peer_mac, nic.ip, qp.peer_ip, udp_source_port(qp.local_qpn, qp.remote_qpn),
+                               bth, dscp=tc.dscp, ecn=ecn))
+            t = qp.template(opcode, paylen)
+            assert bytes(t.frame) == scapy, (hex(qp.local_qpn), hex(opcode))
+            expected = FrameTemplate(scapy, has_reth=opcode in P.OPCODES_WITH_RETH,
+                                     has_imm=opcode in P.OPCODES_WITH_IMM)
+            assert bytes(t.render(77, 9, 1, 0x1000, 5, 4096)) == bytes(expected.render(77, 9, 1, 0x1000, 5, 4096))

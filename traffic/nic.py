@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from traffic import icrc
 from traffic import packets as P
 from traffic.dcqcn import Dcqcn, DcqcnParams
-from traffic.fastpath import EXT_OFF, FrameTemplate, PortSink, RawSocket, mac_bytes, mac_text
+from traffic.fastpath import BTH_OFF, EXT_OFF, FrameTemplate, PortSink, RawSocket, ip_checksum, mac_bytes, mac_text
 
 PSN_MASK = 0xFFFFFF
 CTS_QPN = 0x000C75          # the QP number CTS messages are addressed to
@@ -154,6 +154,42 @@ class Message:
         self.context = context
 
 
+_SHAPES = {}    # (opcode, paylen, rkey, dscp, ecn) -> that packet built by Scapy with placeholder addresses
+
+
+def _frame_shape(nic, opcode, paylen, rkey, dscp, ecn):
+    """One RoCE packet of this kind, built with Scapy once per process (it takes a millisecond
+    or two, and every QP needs a few); QPs patch their addresses in with _addressed."""
+    key = (opcode, paylen, rkey, dscp, ecn)
+    frame = _SHAPES.get(key)
+    if frame is None:
+        if opcode in P.WRITE_OPCODES:
+            bth = P.write_bth(opcode, 0, 0, rkey=rkey, payload=b"\x5a" * paylen)
+        elif opcode == P.RC_ACK:
+            bth = P.ack_bth(0, 0, 0)
+        else:
+            bth = P.cnp_bth(0)
+        frame = _SHAPES[key] = bytes(nic.build(P.roce("00:00:00:00:00:00", "00:00:00:00:00:00", "0.0.0.0",
+                                                      "0.0.0.0", 0, bth, dscp=dscp, ecn=ecn)))
+    return frame
+
+
+def _addressed(shape, src_mac, dst_mac, src_ip, dst_ip, sport, dqpn):
+    """`shape` with these MACs, IPs, UDP source port and destination QP, its IPv4 checksum and
+    ICRC made right: the bytes Scapy builds for them (PSN 0)."""
+    frame = bytearray(shape)
+    frame[0:6] = dst_mac
+    frame[6:12] = src_mac
+    frame[26:30] = bytes(int(x) for x in src_ip.split("."))
+    frame[30:34] = bytes(int(x) for x in dst_ip.split("."))
+    frame[24:26] = b"\0\0"
+    frame[24:26] = struct.pack("!H", ip_checksum(frame[14:34]))
+    frame[34:36] = struct.pack("!H", sport)
+    frame[BTH_OFF + 5:BTH_OFF + 8] = (dqpn & PSN_MASK).to_bytes(3, "big")
+    frame[-4:] = icrc.pack(icrc.compute(frame))
+    return bytes(frame)
+
+
 def udp_source_port(local_qpn, remote_qpn):
     """The UDP source port of a QP's packets: RoCEv2 NICs derive it from the QP pair, for
     ECMP entropy (0xC000..0xFFFF, like the dynamic port range)."""
@@ -213,20 +249,17 @@ class QueuePair:
         if t is None:
             nic = self.nic
             cls = nic.cfg.classes["data"]
-            if opcode in P.WRITE_OPCODES:
-                bth = P.write_bth(opcode, self.remote_qpn, 0, rkey=self.rkey, payload=b"\x5a" * paylen)
-                ecn = cls.ecn
-            elif opcode == P.RC_ACK:
-                bth = P.ack_bth(self.remote_qpn, 0, 0)
+            ecn = cls.ecn
+            if opcode == P.RC_ACK:
                 ecn = P.NOT_ECT
             elif opcode == P.CNP:
-                bth = P.cnp_bth(self.remote_qpn)
                 cls = nic.cfg.classes["cnp"]
                 ecn = cls.ecn
-            else:
+            elif opcode not in P.WRITE_OPCODES:
                 raise ValueError(f"no template for opcode {opcode:#x}")
-            frame = nic.build(P.roce(nic.mac, self.peer_mac, nic.ip, self.peer_ip, self.sport, bth,
-                                     dscp=cls.dscp, ecn=ecn))
+            shape = _frame_shape(nic, opcode, paylen, self.rkey, cls.dscp, ecn)
+            frame = _addressed(shape, nic.mac_raw, mac_bytes(self.peer_mac), nic.ip, self.peer_ip, self.sport,
+                               self.remote_qpn)
             t = FrameTemplate(frame, has_reth=opcode in P.OPCODES_WITH_RETH,
                               has_imm=opcode in P.OPCODES_WITH_IMM)
             self._templates[key] = t
