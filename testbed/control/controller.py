@@ -127,8 +127,16 @@ class FabricController:
                 self._pipeline = pipeline_config.load(self.program_path, self.target,
                                                       self.p4info_path, self.device_config_path)
 
+            # One P4Info copy per switch, made here: pure-Python protobuf messages are not safe to
+            # read from several threads at once (CopyFrom of the shared one raised "dictionary
+            # changed size during iteration" in a 32-switch run).
+            p4infos = {}
+            for name in self.names:
+                p4infos[name] = type(self._pipeline.p4info)()
+                p4infos[name].CopyFrom(self._pipeline.p4info)
+
             def push(name):
-                self._conn(name).set_pipeline(self._pipeline.p4info, self._pipeline.device_config)
+                self._conn(name).set_pipeline(p4infos[name], self._pipeline.device_config)
                 # A fresh pipeline holds only the program's own defaults.
                 self.installed[name] = {"entries": {}, "sessions": {}}
             _on_each(self.names, push, "pipeline push")
