@@ -54,7 +54,7 @@ def register(sub, name, help_text):
     labs.add_parser("list", help="the labs and what each shows").set_defaults(func=list_labs)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--out", type=output_dir, default=None, metavar="DIR", help="output directory (default runs/lab-NAME-<time>)")
-    common.add_argument("--quick", action="store_true", help="fewer, smaller phases (a first look, ~1 min)")
+    common.add_argument("--quick", action="store_true", help="fewer, smaller phases (a first look: 1-3 min a lab on 2 cores, lab all ~8 min)")
     common.add_argument("--clock", choices=("virtual", "real"), default="virtual",
                         help="virtual: production units on a simulated clock, deterministic per seed (default); "
                              "real: the hands-on version in Mininet at megabit rates (root)")
