@@ -208,7 +208,7 @@ def _phase_markdown(result):
     from testbed.labs.base import Column
     detail = (result.get("seeds_detail") or [{}])[0]
     columns = [Column("phase", "phase")] + [Column(**c) for c in result.get("columns", [])] + [Column("status", "status")]
-    if not detail.get("phases") or not columns:
+    if not detail.get("phases"):
         return []
     lines = ["", f"Per phase, seed {detail['seed']}:", "",
              "| " + " | ".join(c.header for c in columns) + " |", "|" + "---|" * len(columns)]

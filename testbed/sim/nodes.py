@@ -71,7 +71,11 @@ class SimSwitch:
         switch = self.switch
         now = self.scheduler.now()
         switch._receive(port, frame, now)
-        if switch._busy or switch.delay_line:
+        self._after_input(now)
+
+    def _after_input(self, now):
+        """Serve what the input queued, and tell the idle queue sampler."""
+        if self.switch._busy or self.switch.delay_line:
             self._schedule(now)
             if self.on_queued is not None:
                 self.on_queued()
@@ -86,10 +90,7 @@ class SimSwitch:
                 port, frame = switch._injected.popleft()
                 if self.up:
                     switch._receive(port, frame, now)
-        if switch._busy or switch.delay_line:
-            self._schedule(now)
-            if self.on_queued is not None:
-                self.on_queued()
+        self._after_input(now)
 
     def _schedule(self, when):
         if self._service_at is not None and self._service_at <= when:

@@ -67,10 +67,9 @@ class Scheduler:
         posted = self._posted
         self._stopped = False
         while not self._stopped:
-            if posted:
-                while posted:
-                    fn, args = posted.popleft()
-                    self.at(self._now, fn, *args)
+            while posted:
+                fn, args = posted.popleft()
+                self.at(self._now, fn, *args)
             if not heap:
                 break
             when, _seq, timer = heap[0]

@@ -350,13 +350,11 @@ class Switch:
             due = self.delay_line.next_time()
             if due is not None and (wake is None or due < wake):
                 wake = due
-        due = self.pause_refresh.next_due()
-        if due is not None:
-            if due <= now:
-                for number, frame in self.pause_refresh.due_frames(now):
-                    if not self._transmit(number, frame):
-                        self.pause_refresh.forget(number)     # the link is gone: nothing stands
-                due = self.pause_refresh.next_due()
+        if self.pause_refresh:
+            for number, frame in self.pause_refresh.due_frames(now):
+                if not self._transmit(number, frame):
+                    self.pause_refresh.forget(number)     # the link is gone: nothing stands
+            due = self.pause_refresh.next_due()
             if due is not None and (wake is None or due < wake):
                 wake = due
         return wake
@@ -421,13 +419,10 @@ class Switch:
             for prio, what in events:
                 if what == "stormed":
                     self._busy.add(number)       # its queue is served again, paused or not
-                message = (f"PFC watchdog: port {number} priority {prio} {what} at "
-                           f"{now - self.t0:.3f} s" + (f" (paused for {detect_s * 1e3:g} ms; "
-                                                       f"{config.watchdog_action} its packets)"
-                                                       if what == "stormed" else ""))
-                for sink in (self.notice, self.log):
-                    if sink:
-                        sink(message)
+                self._notify(f"PFC watchdog: port {number} priority {prio} {what} at "
+                             f"{now - self.t0:.3f} s" + (f" (paused for {detect_s * 1e3:g} ms; "
+                                                         f"{config.watchdog_action} its packets)"
+                                                         if what == "stormed" else ""))
             if due is None and not port.watching():
                 self._watched.discard(number)
             elif due is not None and (wake is None or due < wake):
@@ -439,12 +434,15 @@ class Switch:
         for number in list(self._watched):
             port = self.egress_ports[number]
             for prio in port.release_storms(now):
-                message = f"PFC watchdog: port {number} priority {prio} restored at {now - self.t0:.3f} s (watchdog off)"
-                for sink in (self.notice, self.log):
-                    if sink:
-                        sink(message)
+                self._notify(f"PFC watchdog: port {number} priority {prio} restored at {now - self.t0:.3f} s "
+                             "(watchdog off)")
             if not port.watching():
                 self._watched.discard(number)
+
+    def _notify(self, message):
+        for sink in (self.notice, self.log):
+            if sink:
+                sink(message)
 
     def _to_wire(self, number, frame, now):
         port = self.egress_ports.get(number)
@@ -480,7 +478,7 @@ class Switch:
         counters.tx_bytes += len(frame)
         if self.captures and number in self.captures.egress:
             self.captures.egress[number].write(frame)
-        if frame[12:16] == pfc.PFC_SIGNATURE:
+        if frame[12] == 0x88 and frame[13] == 0x08 and frame[12:16] == pfc.PFC_SIGNATURE:   # no slice per packet
             port = self.egress_ports[number]
             self.pause_refresh.transmitted(number, frame, port.rate_bps or PFC_REFERENCE_BPS, self.clock())
         return True

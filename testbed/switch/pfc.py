@@ -91,6 +91,10 @@ class PauseRefresh:
             self._standing.pop(port, None)
             self._due.pop(port, None)
 
+    def __bool__(self):
+        """True while some XOFF stands (what the caller's per-service check asks first)."""
+        return bool(self._due)
+
     def next_due(self):
         return min(self._due.values(), default=None)
 
