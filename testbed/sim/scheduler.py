@@ -12,16 +12,20 @@ from greenlet import greenlet
 
 
 class Timer:
-    __slots__ = ("when", "fn", "args", "cancelled")
+    __slots__ = ("when", "fn", "args", "cancelled", "scheduler")
 
-    def __init__(self, when, fn, args):
+    def __init__(self, when, fn, args, scheduler):
         self.when = when
         self.fn = fn
         self.args = args
         self.cancelled = False
+        self.scheduler = scheduler
 
     def cancel(self):
-        self.cancelled = True
+        if not self.cancelled:
+            self.cancelled = True
+            if self.scheduler is not None:       # still in the heap
+                self.scheduler._cancelled_one()
 
 
 class Scheduler:
@@ -33,6 +37,7 @@ class Scheduler:
         self.hub = greenlet.getcurrent()
         self._stopped = False
         self._posted = deque()      # (fn, args) handed over by other threads
+        self._cancelled = 0         # cancelled timers still in the heap
 
     def call_soon_threadsafe(self, fn, *args):
         """From any thread: run fn(*args) in the scheduler's thread, as an event at the simulated
@@ -48,9 +53,20 @@ class Scheduler:
     def at(self, when, fn, *args):
         if when < self._now:
             when = self._now
-        timer = Timer(when, fn, args)
+        timer = Timer(when, fn, args, self)
         heapq.heappush(self._heap, (when, next(self._seq), timer))
         return timer
+
+    def _cancelled_one(self):
+        """A cancelled timer stays in the heap until its time; most are wait timeouts that a
+        frame cut short, and left there they would make every push and pop dearer. When they
+        are half the heap, the heap is rebuilt without them (same order: (time, sequence))."""
+        self._cancelled += 1
+        heap = self._heap
+        if self._cancelled > 64 and self._cancelled * 2 > len(heap):
+            heap[:] = [entry for entry in heap if not entry[2].cancelled]
+            heapq.heapify(heap)
+            self._cancelled = 0
 
     def after(self, delay, fn, *args):
         return self.at(self._now + delay, fn, *args)
@@ -78,8 +94,10 @@ class Scheduler:
                 break
             pop(heap)
             if timer.cancelled:
+                self._cancelled -= 1
                 continue
             self._now = when
+            timer.scheduler = None
             timer.fn(*timer.args)
             self.events += 1
             if not self.events & 4095:
