@@ -77,6 +77,68 @@ CASES = [
      "default: { } } }", ["default", "last"]),
     ("'_' with no type to take", ingress("    apply { hdr.h.a = _; }") + TAIL, "_;", ["'_'"]),
     ("sub-parser in a control", ingress("    P() p;\n    apply { }") + TAIL, "P() p", ["parser"]),
+    # rules of p4c's front end (its messages, located where p4c locates them)
+    ("int parameter with a direction", ingress("""    action a(in int v) { hdr.h.a = 1; }
+    apply { a(1); }""") + TAIL, "v) {", ["v: parameters with type int must be directionless"]),
+    ("complex key without @name", ingress("""    action a() { }
+    table t { key = { hdr.h.a + 1: exact; } actions = { a; } }
+    apply { t.apply(); }""") + TAIL, "hdr.h.a + 1:", ["hdr.h.a + 1", "complex key expression requires a @name"]),
+    ("cast in a key without @name", ingress("""    action a() { }
+    table t { key = { hdr.h.b[7:0] & (bit<8>)meta.m: exact; } actions = { a; } }
+    apply { t.apply(); }""") + TAIL, "(bit<8>)meta.m", ["complex key expression requires a @name"]),
+    ("table applied in an action argument", ingress("""    action a(in bit<8> x) { hdr.h.a = x; }
+    table t1 { key = { hdr.h.a: exact; } actions = { NoAction; } }
+    table t2 { key = { hdr.h.b: exact; } actions = { a(t1.apply().hit ? 8w1 : 8w2); } }
+    apply { t2.apply(); }""") + TAIL, "t1.apply()", ["t1.apply()", "table invocation in action argument"]),
+    ("switch in a used action", ingress("""    action a() { switch (hdr.h.a) { 1: { meta.m = 2; } } }
+    table t { key = { hdr.h.a: exact; } actions = { a; } }
+    apply { t.apply(); }""") + TAIL, "switch (hdr.h.a)", ["switch statements are not supported in actions"]),
+    ("shift by a value of a new type", "type bit<8> amount_t;\n" + ingress("""    apply {
+        amount_t n = (amount_t)2;
+        hdr.h.b = hdr.h.b << n;
+    }""") + TAIL, "n;", ["n: the right operand of a shift", "not amount_t"]),
+    ("block with a parameter too many for V1Switch", ingress("    apply { }") + TAIL.replace(
+        "control V(inout headers_t hdr, inout meta_t meta)",
+        "control V(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm)"),
+     "V(inout", ["V: the V1Switch verify block takes 2 parameter(s) (inout H hdr, inout M meta), not 3"]),
+    ("block parameter in the wrong direction", ingress("    apply { }") + TAIL.replace(
+        "control C(inout headers_t hdr", "control C(in headers_t hdr"),
+     "hdr, inout meta_t meta) { apply { } }", ["C: parameter 'hdr' must be inout (not in)"]),
+    ("block parameters swapped", ingress("    apply { }") + TAIL.replace(
+        "control E(inout headers_t hdr, inout meta_t meta,", "control E(inout meta_t meta, inout headers_t hdr,"),
+     "meta, inout headers_t", ["E: parameter 'meta' has type meta_t; the V1Switch egress block needs headers_t"]),
+    ("parser that never ends", ingress("    apply { }") + TAIL.replace(
+        "transition accept; }", "transition more; }\n    state more { pkt.extract(hdr.h); transition more; }"),
+     "P(packet_in", ["parser P: parser never reaches accept or reject state"]),
+]
+
+# near misses of the front-end rules above: what p4c accepts must still compile
+ACCEPTED = [
+    ("int parameter without direction is fine outside actions; in bit<8> in an action",
+     ingress("""    action a(in bit<8> v) { hdr.h.a = v; }
+    apply { a(1); }""") + TAIL),
+    ("complex key with @name; names, slices, & and isValid() need none",
+     ingress("""    action a() { }
+    table t { key = { hdr.h.a + 1: exact @name("a_plus_1"); hdr.h.b[7:0] & 8w0xf0: ternary;
+                      hdr.h.isValid(): exact; meta.m: exact; 8w1 + 8w2: exact; } actions = { a; } }
+    apply { t.apply(); }""") + TAIL),
+    ("table applied in the apply block, actions list binds a field",
+     ingress("""    action a(in bit<8> x) { hdr.h.a = x; }
+    table t1 { key = { hdr.h.a: exact; } actions = { NoAction; } }
+    table t2 { key = { hdr.h.b: exact; } actions = { a(hdr.h.a); } }
+    apply { if (t1.apply().hit) { t2.apply(); } }""") + TAIL),
+    ("switch in the apply block and in an action nothing uses",
+     ingress("""    action unused() { switch (hdr.h.a) { 1: { meta.m = 2; } } }
+    apply { switch (hdr.h.a) { 1: { meta.m = 2; } } }""") + TAIL),
+    ("shift by a typedef'd amount and by a new type cast to bit<8>",
+     "typedef bit<8> alias_t;\ntype bit<8> amount_t;\n" + ingress("""    apply {
+        alias_t k = 3;
+        amount_t n = (amount_t)2;
+        hdr.h.b = (hdr.h.b << k) >> (bit<8>)n;
+    }""") + TAIL),
+    ("parser loop with an exit to accept", ingress("    apply { }") + TAIL.replace(
+        "transition accept; }", "transition more; }\n    state more { pkt.extract(hdr.h); "
+        "transition select(hdr.h.a) { 0: more; default: accept; } }")),
 ]
 
 
@@ -105,6 +167,29 @@ def test_rejected_program_points_at_the_construct(what, body, marker, words):
         compile_source(text, filename="prog.p4")
     assert str(e.value).startswith("prog.p4:")
     check(e.value, text, marker, words)
+
+
+@pytest.mark.parametrize("what,body", ACCEPTED, ids=[c[0] for c in ACCEPTED])
+def test_near_misses_of_front_end_rules_compile(what, body):
+    compile_source(PRELUDE + body, filename="prog.p4")
+
+
+@pytest.mark.parametrize("version,words", [
+    ("20000101", ["20000101: unknown v1model version", "20180101", "20200408"]),
+    ("-5", ["-5: expected v1model version to be a non-negative number"])])
+def test_an_unknown_v1model_version_is_refused_where_v1model_declares_it(version, words):
+    text = f"#define V1MODEL_VERSION {version}\n" + PRELUDE + ingress("    apply { }") + TAIL
+    with pytest.raises(P4Error) as e:
+        compile_source(text, filename="prog.p4")
+    file, line, col, message = e.value.diagnostics[0]
+    assert file.endswith("v1model.p4") and all(w in message for w in words), str(e.value)
+    assert "__v1model_version = V1MODEL_VERSION" in str(e.value).splitlines()[1]
+
+
+@pytest.mark.parametrize("version", ["20180101", "20200408"])
+def test_known_v1model_versions_compile(version):
+    compile_source(f"#define V1MODEL_VERSION {version}\n" + PRELUDE + ingress("    apply { }") + TAIL,
+                   filename="prog.p4")
 
 
 def test_error_in_an_included_file_names_that_file(tmp_path):

@@ -161,7 +161,7 @@ def test_sub_parser_loops_share_the_callers_budget():
     text = open(PROGRAM).read().replace(
         "parser SubParser(packet_in pkt, inout headers_t hdr) {\n"
         "    state start { transition again; }\n"
-        "    state again { transition start; }\n}",
+        "    state again { transition select(hdr.tag.value) { 0xff: accept; default: start; } }\n}",
         "parser SubParser(packet_in pkt, inout headers_t hdr, inout bit<16> n) {\n"
         "    state start { n = n + 1; transition select(n) { 60000: accept; default: start; } }\n}").replace(
         "state call_sub { sub.apply(pkt, hdr); transition accept; }",

@@ -3,6 +3,7 @@ bodies (a Compiler mixin)."""
 from . import p4types as T
 from .codegen import Emitter
 from .compile_values import Ctx, Scope, Val
+from .parser_loops import reaches_an_end
 
 
 class BlocksMixin:
@@ -26,6 +27,9 @@ class BlocksMixin:
             states[st.name] = self.namer.fresh("ps_", f"{name}.{st.name}")
         if "start" not in states:
             self.err(f"parser {decl.name} has no 'start' state", decl.loc)
+        if not reaches_an_end(decl):
+            self.err(f"parser {decl.name}: parser never reaches accept or reject state "
+                     f"(every path from start loops)", self.name_loc(decl))
         for st in decl.states:
             em = Emitter()
             em.line(f"def {states[st.name]}(S, P, o):")

@@ -8,6 +8,35 @@ from .resource_limits import MAX_BIT_WIDTH, MAX_EXTERN_SIZE, MAX_STACK_SIZE
 from .syntax import Node
 
 
+V1MODEL_VERSION_CONST = "__v1model_version"
+V1MODEL_VERSIONS = (20180101, 20200408)     # the first and the latest v1model p4c knows
+
+
+def _parameters(node):
+    """Every parameter declared in a declaration, however deeply (actions, methods, blocks)."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _parameters(item)
+        return
+    if not isinstance(node, Node):
+        return
+    if node.kind == "param":
+        yield node
+        return
+    for value in node.__dict__.values():
+        if isinstance(value, (list, Node)):
+            yield from _parameters(value)
+
+
+def _signature(params):
+    """`inout H hdr, inout M meta` of a parameter list (for messages)."""
+    def type_text(t):
+        if t.kind == "t_spec":
+            return f"{t.name}<{', '.join(type_text(a) for a in t.args)}>"
+        return getattr(t, "name", t.kind[2:])
+    return ", ".join(f"{p.direction + ' ' if p.direction else ''}{type_text(p.type)} {p.name}" for p in params)
+
+
 class DeclarationsMixin:
     """Compiler methods; the Compiler (compiler.py) provides the state they use."""
 
@@ -103,8 +132,12 @@ class DeclarationsMixin:
 
     def declare_global(self, d):
         k = d.kind
+        self.check_int_parameters(d)
         if k == "typedef":
-            self.types[d.name] = self.resolve_type(d.type)
+            t = self.resolve_type(d.type)
+            if d.newtype and type(t) is T.BitT:
+                t = T.NewBitT(t.width, t.signed, d.name)
+            self.types[d.name] = t
         elif k in ("header", "struct", "header_union"):
             fields, annos, views = [], {}, {}
             seen = set()
@@ -162,6 +195,8 @@ class DeclarationsMixin:
         elif k == "const":
             t = self.resolve_type(d.type)
             v = self.const_eval(d.value)
+            if d.name == V1MODEL_VERSION_CONST and d.loc.file.endswith("v1model.p4"):
+                self.check_v1model_version(v, d.value.loc)
             self.globals.declare(d.name, Sym("const", self.coerce_const(v, t, d.value.loc)))
         elif k == "extern_obj":
             self.types[d.name] = T.ExternT(d.name, d)
@@ -185,6 +220,25 @@ class DeclarationsMixin:
             self.declare_global_instance(d)
         else:
             self.err(f"unsupported declaration '{k}'", d.loc)
+
+    def check_int_parameters(self, decl):
+        """A parameter of type `int` (unsized) must be directionless (p4c's type checker): there
+        is no storage of unbounded width to copy in or out. (An action taking one at all is
+        refused where actions are compiled.)"""
+        for p in _parameters(decl):
+            if p.type.kind != "t_infint":
+                continue
+            if p.direction is not None:
+                self.err(f"{p.name}: parameters with type int must be directionless", self.name_loc(p))
+
+    def check_v1model_version(self, value, loc):
+        """v1model.p4's __v1model_version (set with #define V1MODEL_VERSION) must name a version
+        p4c knows; its value selects parts of the architecture."""
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            self.err(f"{value}: expected v1model version to be a non-negative number", loc)
+        if not V1MODEL_VERSIONS[0] <= value <= V1MODEL_VERSIONS[1]:
+            self.err(f"{value}: unknown v1model version; initial supported version is {V1MODEL_VERSIONS[0]}, "
+                     f"latest is {V1MODEL_VERSIONS[1]}", loc)
 
     def header_struct_leaves(self, st, name, loc):
         """[(dotted name, scalar type)] of a struct used as a header field (nested structs too)."""
@@ -274,6 +328,7 @@ class DeclarationsMixin:
             if bd.kind != want:
                 self.err(f"V1Switch argument for the {role} must be a {want}", a.loc)
             block_decls.append((role, bd, a))
+        self.check_package_signatures(d, block_decls)
         # The shared regions: headers (parser's out param), metadata and standard_metadata
         pdecl = block_decls[0][1]
         if len(pdecl.params) != 4:
@@ -299,6 +354,48 @@ class DeclarationsMixin:
             name = bd.name      # p4c qualifies with the instance's name; an @name on the type is ignored
             fn = self.compile_block_instance(bd, name, role, regions, a)
             self.out.entry_points[role] = fn
+
+    def check_package_signatures(self, main, block_decls):
+        """Each block must have the parameters V1Switch's parameter type declares: as many, in
+        the same directions, of the same types once H and M are known (p4c unifies them; a
+        block that differs is a type error on every target)."""
+        package = self.types.get("V1Switch")
+        if not isinstance(package, T.BlockT) or len(package.decl.params) != len(block_decls):
+            return
+        bound = {}                  # the package's type variables (H, M) -> types
+        if main.type.kind == "t_spec" and len(main.type.args) == len(package.decl.tparams):
+            for var, arg in zip(package.decl.tparams, main.type.args):
+                bound[var] = self.resolve_type(arg)
+        for slot, (role, bd, _) in zip(package.decl.params, block_decls):
+            proto = self.types.get(slot.type.name)
+            if not isinstance(proto, T.BlockT) or proto.kind not in ("parser_type", "control_type"):
+                continue
+            # the prototype's own type variables, named through the package's (Parser<H, M>)
+            renamed = {}
+            if slot.type.kind == "t_spec":
+                for var, arg in zip(proto.decl.tparams, slot.type.args):
+                    if arg.kind == "t_named":
+                        renamed[var] = arg.name
+            wanted, given = proto.decl.params, bd.params
+            if len(wanted) != len(given):
+                self.err(f"{bd.name}: the V1Switch {role} block takes {len(wanted)} parameter(s) "
+                         f"({_signature(wanted)}), not {len(given)}", self.name_loc(bd))
+            for want, have in zip(wanted, given):
+                if (want.direction or "") != (have.direction or ""):
+                    self.err(f"{bd.name}: parameter '{have.name}' must be {want.direction or 'directionless'} "
+                             f"(not {have.direction or 'directionless'}) for the V1Switch {role} block "
+                             f"({_signature(wanted)})", self.name_loc(have))
+                have_type = self.resolve_type(have.type)
+                var = renamed.get(want.type.name) if want.type.kind == "t_named" else None
+                if var is not None:
+                    expected = bound.setdefault(var, have_type)
+                elif want.type.kind == "t_named" and want.type.name in proto.decl.tparams:
+                    continue
+                else:
+                    expected = self.resolve_type(want.type)
+                if have_type != expected:
+                    self.err(f"{bd.name}: parameter '{have.name}' has type {have_type}; the V1Switch {role} "
+                             f"block needs {expected} there ({_signature(wanted)})", self.name_loc(have))
 
     def field_lists_from_meta(self, mtype, base, prefix=""):
         for n, ft in mtype.fields:

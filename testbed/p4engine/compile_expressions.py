@@ -3,6 +3,7 @@ with constant folding and width-correct arithmetic (a Compiler mixin)."""
 from . import p4types as T
 from .codegen import slot_add
 from .compile_values import agg, const_arith, lit, lv, py_op, Sym, Val, wrap
+from .program_info import expr_text
 from .resource_limits import MAX_CONST_SHIFT
 
 
@@ -328,6 +329,10 @@ class ExpressionsMixin:
                 self.err(f"'{op}' needs a number on the left, not {a.type}", n.left.loc)
             if not isinstance(b.type, (T.BitT, T.IntLitT)) or (isinstance(b.type, T.BitT) and b.type.signed):
                 self.err(f"shift amount must be unsigned, not {b.type}", n.right.loc)
+            if isinstance(b.type, T.NewBitT):
+                self.err(f"{expr_text(n.right)}: the right operand of a shift must be bit<S> or a compile-time "
+                         f"known non-negative integer, not {b.type.name} (declared with 'type'; cast it to "
+                         f"{T.BitT(b.type.width)})", n.right.loc)
             t = a.type
             if self.limits is not None and not (a.is_const and b.is_const):
                 self.limits.shift(n, b)
@@ -452,6 +457,8 @@ class ExpressionsMixin:
     def cast_scalar(self, v, t, loc):
         vt = v.type
         if vt == t:
+            if type(vt) is not type(t):     # a new type and its base: same value, the cast's type
+                return Val("rv", t, v.code, const=v.const)
             return v
         if isinstance(t, T.BitT):
             if isinstance(vt, T.BoolT):

@@ -120,6 +120,8 @@ class StatementsMixin:
 
     def switch(self, s, ctx):
         em = ctx.em
+        if ctx.where == "action":
+            self.switches_in_actions.append((ctx.action.name, s))
         seen, after_default = set(), False
         for case in s.cases:
             lab = case.label
@@ -155,6 +157,18 @@ class StatementsMixin:
                     self.err("switch labels must be constants", case.loc)
                 return f"{t} == {cvv.code}"
         self.switch_cases(s.cases, condition, ctx)
+
+    def check_switches_in_actions(self):
+        """p4c (every back end it ships) turns switch statements into tables, which an action
+        cannot apply: a switch in an action the program uses is refused. Actions nothing uses
+        are dropped before that, switch and all, so they pass."""
+        if not self.switches_in_actions:
+            return
+        used = self.used_actions()
+        for action, stmt in self.switches_in_actions:
+            if action in used:
+                self.err(f"switch statements are not supported in actions (action {action}); "
+                         f"p4c refuses them on every target: use if/else", stmt.loc)
 
     def switch_cases(self, cases, condition, ctx):
         """if/elif/else chain of a switch; labels without a body fall through to the next body."""

@@ -3,7 +3,7 @@ mixin)."""
 from . import p4types as T
 from .compile_values import H_NOW, SUPPORTED_MATCH_KINDS, Val, wrap
 from .errors import P4Error
-from .program_info import anno, anno_string, expr_text, TableInfo
+from .program_info import anno, anno_string, expr_text, TableInfo, unnamed_key_part
 from .resource_limits import MAX_EXTERN_SIZE
 from .syntax import Node
 
@@ -39,8 +39,13 @@ class TablesMixin:
                     w = T.width_of(v.type)
                     if w is None:
                         self.err(f"table key must be a bit<W> value, not {v.type}", ke.expr.loc)
-                    kname = (anno_string(ke.annos, "name")
-                             or expr_text(ke.expr, lambda m: self.field_key_name(m, ctx)))
+                    kname = anno_string(ke.annos, "name")
+                    if kname is None:
+                        unnamed = unnamed_key_part(ke.expr)
+                        if unnamed is not None:
+                            self.err(f"{expr_text(unnamed)}: complex key expression requires a @name "
+                                     f"annotation (p4c cannot name it for P4Runtime)", unnamed.loc)
+                        kname = expr_text(ke.expr, lambda m: self.field_key_name(m, ctx))
                     if mk == "selector":
                         valid = self.valid_slot_of(ke.expr, ctx)
                         info.selector_keys.append((kname, w, v, valid))

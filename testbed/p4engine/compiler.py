@@ -15,6 +15,8 @@ The Compiler is assembled from one mixin per seam; each imports only the leaf mo
     compile_expressions  expressions
     calls, extern_calls, invocations   calls of methods, externs, actions, functions, controls
 """
+import re
+
 from .calls import CallsMixin
 from .codegen import Emitter, Namer
 from .compile_blocks import BlocksMixin
@@ -55,11 +57,37 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.global_actions = {}
         self.control_names_used = set()
         self.digest_counter = 0
+        self.switches_in_actions = []    # (action name, switch statement), checked once all is compiled
+        self.actions_called_by = {}      # action name -> names of the actions its body calls
         self.sub_parsers = 0             # sub-parsers compiled so far (they share a step budget)
 
     # ------------------------------------------------------------------------- diagnostics
     def err(self, msg, loc):
         raise P4Error(msg, loc, self.smap)
+
+    def used_actions(self):
+        """Names of the actions p4c keeps (its unused-declaration pass drops the others): those
+        an applied table lists, those a control calls, and those these call."""
+        used = set(self.out.called_actions)
+        for table in self.out.tables.values():
+            if table.name in self.out.applied_tables:
+                used.update(ai.name for ai, _ in table.actions)
+        pending = list(used)
+        while pending:
+            for callee in self.actions_called_by.get(pending.pop(), ()):
+                if callee not in used:
+                    used.add(callee)
+                    pending.append(callee)
+        return used
+
+    def name_loc(self, node, name=None):
+        """Where `node`'s name is written (p4c points at the name, not at the keyword or the
+        direction before it); the node's own location if the source line does not show it."""
+        name = name or node.name
+        loc = node.loc
+        line = self.smap.source_line(loc.file, loc.line)
+        found = re.compile(rf"\b{re.escape(name)}\b").search(line, max(loc.col - 1, 0))
+        return Loc(loc.file, loc.line, found.start() + 1) if found else loc
 
     # ------------------------------------------------------------------------- declarations
     def compile(self):
@@ -70,6 +98,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             loc = self.decls[-1].loc if self.decls else Loc(self.filename, 1, 1)
             self.err("the program declares no package instance 'main' (expected V1Switch(...) main;)", loc)
         self.build_pipeline(main.info)
+        self.check_switches_in_actions()
         if self.limits is not None:
             self.limits.raise_if_breached(self.smap)
         out = self.out

@@ -3,6 +3,7 @@ of their parameters, as Compiler methods."""
 from . import p4types as T
 from .call_args import arg_value, positional_args
 from .compile_values import agg, Ctx, lv, Scope, Sym, Val
+from .program_info import expr_text
 from .syntax import Node
 
 
@@ -59,6 +60,8 @@ def call_action(self, ai, n, ctx):
         self.err("actions cannot be called in a parser", n.loc)
     if ctx.where != "action":
         self.out.called_actions.add(ai.name)
+    elif ctx.action is not None:
+        self.actions_called_by.setdefault(ctx.action.name, set()).add(ai.name)
     params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in ai.params]
     values, copy_out = _bind_args(self, params, n, ctx, f"action {ai.name}")
     args = ", ".join(f"{k!r}: {v.code}" for k, v in values.items())
@@ -69,6 +72,11 @@ def call_action(self, ai, n, ctx):
 def bound_action(self, ai, ref, ctx):
     """`actions = { a(hdr.x); }`: a wrapper the table runs, binding a's directional parameters."""
     from .codegen import Emitter
+    for arg in ref.args:
+        applied = _table_apply_in(arg, ctx.scope)
+        if applied is not None:
+            self.err(f"{expr_text(applied)}: table invocation in action argument (p4c does not "
+                     f"support applying a table inside an actions list)", applied.loc)
     bound = ai.params[:len(ref.args)]
     if any(d is None for _, d, _ in bound):
         self.err(f"action {ai.name}: only parameters with a direction can be bound in an actions list",
@@ -103,6 +111,29 @@ def call_function(self, info, n, ctx):
     tmp = ctx.temp()
     _call_with_copy_out(self, f"{tmp} = {call_code}", copy_out, ctx)
     return Val("rv", fn.ret, tmp)
+
+
+def _table_apply_in(node, scope):
+    """The first `t.apply()` of a table inside an expression (innermost first), or None."""
+    if isinstance(node, list):
+        for item in node:
+            found = _table_apply_in(item, scope)
+            if found is not None:
+                return found
+        return None
+    if not isinstance(node, Node):
+        return None
+    for value in node.__dict__.values():
+        if isinstance(value, (list, Node)):
+            found = _table_apply_in(value, scope)
+            if found is not None:
+                return found
+    if node.kind == "call" and node.func is not None and node.func.kind == "member" \
+            and node.func.name == "apply" and node.func.expr.kind == "name":
+        sym = scope.lookup(node.func.expr.name)
+        if sym is not None and sym.kind == "table":
+            return node
+    return None
 
 
 class FunctionInfo:

@@ -15,10 +15,10 @@ class P4Type:
         return 1
 
     def __eq__(self, other):
-        return type(self) is type(other) and self.key() == other.key()
+        return _same_as(type(self)) is _same_as(type(other)) and self.key() == other.key()
 
     def __hash__(self):
-        return hash((type(self).__name__, self.key()))
+        return hash((_same_as(type(self)).__name__, self.key()))
 
     def key(self):
         return ()
@@ -39,6 +39,22 @@ class BitT(P4Type):
     @property
     def mask(self):
         return (1 << self.width) - 1
+
+
+class NewBitT(BitT):
+    """A `type bit<W> Name;` declaration. The engine gives it bit<W>'s values and rules (it is
+    equal to bit<W>), except where p4c refuses a new type that bit<W> would pass (a shift
+    amount); `name` says which type it was."""
+    same_as = BitT
+
+    def __init__(self, width, signed, name):
+        super().__init__(width, signed)
+        self.name = name
+
+
+def _same_as(cls):
+    """The class a type compares as (a type declared with `type` compares as its base)."""
+    return getattr(cls, "same_as", cls)
 
 
 class VarbitT(P4Type):

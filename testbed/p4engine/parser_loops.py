@@ -1,4 +1,5 @@
-"""Parser states that can loop without consuming input (a warning of `rocelab p4 check`).
+"""Parser states that can loop without consuming input (a warning of `rocelab p4 check`), and
+parsers that never end (an error, found by reaches_an_end).
 
 A cycle of parser states none of which is sure to extract or advance can run forever: BMv2 then
 spins on the packet; the engine ends the parse after its step budget (codegen.parser_steps)
@@ -38,6 +39,27 @@ def _parser_warnings(decl):
                       f"({' -> '.join(path)}); if it does not stop, the engine ends the parse after "
                       f"its step budget with error.ParserTimeout (BMv2 would spin on the packet)"))
     return sorted(found)
+
+
+def reaches_an_end(decl):
+    """True if some path of states from `start` reaches accept or reject (a state without a
+    transition goes to reject, as p4c makes it). A parser none of whose paths ends is refused
+    by p4c (its front end removes unreachable states and then finds neither end)."""
+    states = {st.name: st for st in decl.states}
+    seen, pending = {"start"}, ["start"]
+    while pending:
+        state = states.get(pending.pop())
+        if state is None:
+            continue
+        if state.transition is None:
+            return True
+        for target in _targets(state):
+            if target in ("accept", "reject") or target not in states:
+                return True         # an unknown state is reported where it is compiled
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return False
 
 
 def _targets(state):

@@ -111,6 +111,57 @@ def expr_text(node, member_name=None):
     return k
 
 
+def unnamed_key_part(node):
+    """The part of a table key expression p4c cannot name (its KeyNameGenerator), or None.
+
+    Names come from names, fields, indices, slices, integer literals, `&` of two named parts and
+    `isValid()`; anything else (arithmetic, casts, other calls, ...) needs the key to carry
+    @name. Children are looked at first, as p4c does: the innermost offender is the one named.
+    An expression of integer literals only is folded to a constant first, so it is named."""
+    k = node.kind
+    if k in ("name", "int"):
+        return None
+    if k == "member":
+        return unnamed_key_part(node.expr)
+    if k == "index":
+        return unnamed_key_part(node.expr) or unnamed_key_part(node.index)
+    if k == "slice":
+        return unnamed_key_part(node.expr) or unnamed_key_part(node.hi) or unnamed_key_part(node.lo)
+    if _literal_only(node):
+        return None
+    if k == "binop" and node.op == "&":
+        return unnamed_key_part(node.left) or unnamed_key_part(node.right)
+    if k == "call":
+        func = node.func
+        inner = unnamed_key_part(func.expr) if func.kind == "member" else None
+        for arg in node.args:
+            inner = inner or unnamed_key_part(getattr(arg, "value", arg))
+        if inner is not None:
+            return inner
+        if func.kind == "member" and func.name == "isValid" and not node.args:
+            return None
+        return node
+    for child in ("expr", "left", "right"):        # operands are looked at before the operation
+        sub = getattr(node, child, None)
+        if hasattr(sub, "kind"):
+            inner = unnamed_key_part(sub)
+            if inner is not None:
+                return inner
+    return node
+
+
+def _literal_only(node):
+    """True for an expression built only of integer literals (p4c folds it to a constant)."""
+    k = node.kind
+    if k == "int":
+        return True
+    if k == "binop":
+        return _literal_only(node.left) and _literal_only(node.right)
+    if k == "unop":
+        return _literal_only(node.expr)
+    return False
+
+
 class Compiled:
     """What the compiler produces (read by pipeline.py, p4info.py and the tools). Stable fields:
 

@@ -417,8 +417,10 @@ class AstBuilder(Transformer):
     @v_args(meta=True)
     def typedef_decl(self, meta, ch):
         # `type` (a new type) is treated as a typedef: the same values and representation
+        newtype = any(_tok(c) and c.type == "NEWTYPE" for c in ch)
         ch = [c for c in ch if not (_tok(c) and c.type == "NEWTYPE")]
-        return Node("typedef", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]))
+        return Node("typedef", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]),
+                    newtype=newtype)
 
     def _fields_decl(self, kind, meta, ch):
         return Node(kind, self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]),
