@@ -120,6 +120,67 @@ def test_a_table_applied_twice_on_one_path_is_refused_but_once_per_branch_is_not
         compile_source(program(ingress_locals=table, ingress=body), "prog.p4", target="bmv2")
 
 
+def _located(text, errors):
+    """[(the source from the error's column on, message)] for checking where errors point."""
+    lines = text.splitlines()
+    return [(lines[line - 1][col - 1:], msg) for line, col, msg in errors]
+
+
+METERED = """    direct_meter<bit<2>>(MeterType.packets) dm;
+    action metered() { %s }
+    table t { key = { hdr.eth.dst : exact; } actions = { metered; } %s }"""
+
+
+def test_a_direct_meter_no_action_reads_is_refused_at_its_table():
+    text = program(ingress_locals=METERED % ("sm.egress_spec = 1;", "meters = dm;"), ingress="        t.apply();")
+    [(at, msg)] = _located(text, bmv2_errors(text))
+    assert at.startswith("table t {") and msg.startswith(
+        "[bmv2 direct-meter] table t: its direct meter I.dm is never read; a table with a direct meter must "
+        "have at least one action calling dm.read(...)")
+    compile_source(program(ingress_locals=METERED % ("dm.read(meta.wide[1:0]);", "meters = dm;"),
+                           ingress="        t.apply();"), "prog.p4", target="bmv2")
+
+
+def test_a_direct_meter_read_but_attached_to_no_table_is_refused_at_its_declaration():
+    text = program(ingress_locals=METERED % ("dm.read(meta.wide[1:0]);", ""), ingress="        t.apply();")
+    [(at, msg)] = _located(text, bmv2_errors(text))
+    assert at.startswith("direct_meter<bit<2>>(MeterType.packets) dm;") and msg == (
+        "[bmv2 direct-meter] I.dm: direct meter is read but not associated with any table via the 'meters' "
+        "table property")
+    # an action nothing uses is dropped with its read: nothing to associate
+    compile_source(program(ingress_locals=METERED % ("sm.egress_spec = 1;", "") +
+                           "\n    action spare() { dm.read(meta.wide[3:2]); }", ingress="        t.apply();"),
+                   "prog.p4", target="bmv2")
+
+
+def test_direct_meter_reads_into_two_destinations_are_refused():
+    text = program(ingress_locals=METERED % ("dm.read(meta.wide[1:0]);", "meters = dm;") +
+                   "\n    action again() { dm.read(meta.wide[3:2]); }\n"
+                   "    table u { key = { hdr.eth.src : exact; } actions = { again; } }",
+                   ingress="        t.apply(); u.apply();")
+    [(at, msg)] = _located(text, bmv2_errors(text))
+    assert at.startswith("meta.wide[3:2]") and msg.startswith(
+        "[bmv2 direct-meter] meta.wide[3:2]: every read of direct meter I.dm must write the same destination")
+
+
+SELECTED = """    action_selector(HashAlgorithm.crc16, 32w64, 32w8) sel;
+    table t1 { key = { hdr.eth.dst : exact; meta.port : selector; meta.wide : selector; }
+               actions = { set_port; } implementation = sel; }
+    table t2 { key = { hdr.eth.src : exact; %s }
+               actions = { set_port; } implementation = sel; }"""
+
+
+def test_tables_sharing_a_selector_with_other_selector_keys_are_refused_at_the_second():
+    text = program(ingress_locals=SELECTED % "meta.wide : selector; meta.port : selector;",
+                   ingress="        t1.apply(); t2.apply();")
+    [(at, msg)] = _located(text, bmv2_errors(text))
+    assert at.startswith("table t2 {") and msg == (
+        "[bmv2 shared-selector] table t2: action selector I.sel is used by multiple tables with different "
+        "selector inputs (meta.wide, meta.port here, meta.port, meta.wide in table t1)")
+    compile_source(program(ingress_locals=SELECTED % "meta.port : selector; meta.wide : selector;",
+                           ingress="        t1.apply(); t2.apply();"), "prog.p4", target="bmv2")
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_every_shipped_program_passes_the_bmv2_check(path):
     done = subprocess.run([sys.executable, "-m", "testbed.cli", "p4", "check", "--target", "bmv2", str(path)],

@@ -21,6 +21,12 @@ backends/bmv2 (1.2.5):
                     variable (common/deparser.cpp)
   table-reapplied   no path applies a table twice: BMv2's control flow is a graph in which
                     a table is one node (common/controlFlowGraph.cpp)
+  direct-meter      a direct meter is read (direct_meter.read) in some action the program
+                    uses, and attached to exactly one applied table with `meters =`; every
+                    read writes the same destination (BMv2 keeps one result field per meter;
+                    backends/common/metermap.cpp, simple_switch/simpleSwitch.cpp)
+  shared-selector   tables sharing an action_selector give it the same selector keys, in the
+                    same order (BMv2 hashes them in the selector; common/sharedActionSelectorCheck.h)
 
 The engine enforces some BMv2 limits on every target, because it follows BMv2's packet
 layout: headers a whole number of bytes, one varbit per header, clone I2E only in ingress
@@ -52,6 +58,7 @@ class Bmv2Limits:
 
     def __init__(self):
         self.breaches = []          # (file, line, col, message)
+        self.meter_reads = []       # (direct_meter ExternInfo, action name or None, destination node)
 
     def _breach(self, limit, loc, message):
         self.breaches.append((loc.file, loc.line, loc.col, f"[bmv2 {limit}] {message}"))
@@ -89,6 +96,69 @@ class Bmv2Limits:
             self._breach("lpm-keys", extra.loc,
                          f"table {decl.name}: multiple lpm keys in one table are not supported on this "
                          f"target (make the others ternary)")
+
+    def direct_meter_read(self, meter, action, destination):
+        """`meter.read(destination)` in `action` (None: outside any action)."""
+        self.meter_reads.append((meter, action, destination))
+
+    def program_end(self, tables, applied, used_actions):
+        """Checks that need the whole program: the tables p4c keeps (`applied`) and the actions
+        it keeps (`used_actions`)."""
+        tables = [t for t in tables if t.name in applied]
+        self._direct_meters(tables, used_actions)
+        self._shared_selectors(tables)
+
+    def _direct_meters(self, tables, used_actions):
+        reads = {}                  # meter name -> [destination nodes], in program order
+        meters = {}
+        for meter, action, destination in self.meter_reads:
+            if action is None or action in used_actions:
+                reads.setdefault(meter.name, []).append(destination)
+                meters[meter.name] = meter
+        attached = {}               # meter name -> [tables]
+        for t in tables:
+            if t.direct_meter is not None:
+                attached.setdefault(t.direct_meter.name, []).append(t)
+        for name, users in attached.items():
+            if name not in reads:
+                self._breach("direct-meter", users[0].decl.loc,
+                             f"table {users[0].decl.name}: its direct meter {name} is never read; a table with "
+                             f"a direct meter must have at least one action calling {name.split('.')[-1]}.read(...) "
+                             f"on this target")
+            for extra in users[1:]:
+                self._breach("direct-meter", extra.decl.loc,
+                             f"table {extra.decl.name}: direct meter {name} is attached to table "
+                             f"{users[0].decl.name} already; a direct meter belongs to one table")
+        for name, destinations in reads.items():
+            if name not in attached:
+                meter = meters[name]
+                self._breach("direct-meter", meter.loc,
+                             f"{name}: direct meter is read but not associated with any table via the 'meters' "
+                             f"table property")
+            first = expr_text(destinations[0])
+            for other in destinations[1:]:
+                if expr_text(other) != first:
+                    self._breach("direct-meter", other.loc,
+                                 f"{expr_text(other)}: every read of direct meter {name} must write the same "
+                                 f"destination on this target ({first} elsewhere)")
+
+    def _shared_selectors(self, tables):
+        first_user = {}             # selector name -> (table, its selector key expressions)
+        for t in tables:
+            if t.implementation is None or t.implementation.type_name != "action_selector":
+                continue
+            inputs = [k.expr for p in t.decl.props if p.kind == "tp_key" for k in p.keys
+                      if k.match_kind == "selector"]
+            name = t.implementation.name
+            if name not in first_user:
+                first_user[name] = (t, inputs)
+                continue
+            other, theirs = first_user[name]
+            if len(inputs) != len(theirs) or not all(map(_same_key, inputs, theirs)):
+                self._breach("shared-selector", t.decl.loc,
+                             f"table {t.decl.name}: action selector {name} is used by multiple tables with "
+                             f"different selector inputs ({', '.join(map(expr_text, inputs))} here, "
+                             f"{', '.join(map(expr_text, theirs))} in table {other.decl.name})")
 
     # ------------------------------------------------------------------ statements
     def loop(self, stmt):
@@ -192,6 +262,22 @@ class Bmv2Limits:
                                  f"path from a table back to itself")
                 seen = seen | {name}
         return seen
+
+
+def _same_key(a, b):
+    """Two selector key expressions p4c sees as one input: the same names, fields, indices and
+    literals; anything computed never is."""
+    if a.kind != b.kind:
+        return False
+    if a.kind == "name":
+        return a.name == b.name
+    if a.kind == "member":
+        return a.name == b.name and _same_key(a.expr, b.expr)
+    if a.kind == "index":
+        return _same_key(a.expr, b.expr) and _same_key(a.index, b.index)
+    if a.kind in ("int", "bool"):
+        return a.value == b.value and getattr(a, "width", None) == getattr(b, "width", None)
+    return False
 
 
 def _union(a, b):

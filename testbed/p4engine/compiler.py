@@ -100,6 +100,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.build_pipeline(main.info)
         self.check_switches_in_actions()
         if self.limits is not None:
+            self.limits.program_end(self.out.tables.values(), self.out.applied_tables, self.used_actions())
             self.limits.raise_if_breached(self.smap)
         out = self.out
         out.source = self.em.text()

@@ -51,6 +51,8 @@ def call_extern_method(self, info, name, n, ctx):
     if kind == "direct_meter" and name == "read":
         need_args(self, n, 1, "direct_meter.read")
         target = self.out_target(n.args[0], ctx, "direct_meter.read's result")
+        if self.limits is not None:
+            self.limits.direct_meter_read(info, ctx.action.name if ctx.action else None, n.args[0])
         cur = self.scalar(target, n.loc)
         self.store(target, f"{x}.read({as_uint(cur)})", ctx, n.loc)
         return None
