@@ -81,6 +81,12 @@ class TablesMixin:
                 elif p.name == "meters":
                     info.direct_meter = self.table_extern(p.value, ctx, prefix, name, ("direct_meter",),
                                                           p.annos)
+                elif p.name == "largest_priority_wins":
+                    info.largest_priority_wins = self.const_bool(p.value, "largest_priority_wins")
+                elif p.name == "priority_delta":
+                    info.priority_delta = self.const_int(p.value, "priority_delta")
+                    if info.priority_delta <= 0:
+                        self.err(f"table {d.name}: priority_delta must be a positive value", p.value.loc)
                 elif p.name == "support_timeout":
                     info.idle_timeout = True
                 elif p.name in ("max_group_size", "selector_size_semantics", "selector_max_group_size"):
@@ -230,6 +236,7 @@ class TablesMixin:
             if pa is not None and pa.args:
                 prio = self.const_int(pa.args[0], "priority")
             entries.append((keys, tb.ActionCall(ai.name, args), prio))
+        entries = self.order_by_entry_priority(info, node, entries)
         if any(prio is not None for _, _, prio in entries):
             # @priority is BMv2's (lower wins); an entry without one follows the previous + 1,
             # as p4c numbers them. The runtime tables take P4Runtime priorities (higher wins).
@@ -240,6 +247,33 @@ class TablesMixin:
             top = max(bmv2) + 1
             entries = [(k, a, top - p) for (k, a, _), p in zip(entries, bmv2)]
         return entries
+
+    def order_by_entry_priority(self, info, node, entries):
+        """`priority = N:` entries (P4_16 1.2.4): an entry without one follows the previous by
+        priority_delta, downwards when the largest priority wins. Entries out of priority order
+        are sorted (p4c does, then numbers them by position for BMv2, ignoring the values), so
+        the order is all that matters: the first entry wins."""
+        given = [e for e in node.entries if e.priority is not None]
+        if not given:
+            return entries
+        if node.const:
+            self.err("a table with 'const' entries cannot have priorities", given[0].priority.loc)
+        if all(mk in ("exact", "lpm") for _, mk, _, _ in info.keys):
+            self.err(f"table {info.decl.name}: its key match kinds do not need priorities, "
+                     "but some entries give one", given[0].priority.loc)
+        if node.entries[0].priority is None:
+            self.err("the first entry must have a priority", node.entries[0].loc)
+        largest_wins = getattr(info, "largest_priority_wins", True)
+        delta = getattr(info, "priority_delta", 1)
+        prios, cur = [], 0
+        for e in node.entries:
+            cur = self.const_int(e.priority, "an entry priority") if e.priority is not None else cur
+            if cur < 0:
+                self.err("entry priority below 0 (overflow in the priority computation)", e.loc)
+            prios.append(cur)
+            cur = cur - delta if largest_wins else cur + delta
+        order = sorted(range(len(entries)), key=lambda i: -prios[i] if largest_wins else prios[i])
+        return [entries[i] for i in order]
 
     def entry_key(self, k, mk, w, ctx):
         from . import tables as tb
@@ -266,6 +300,12 @@ class TablesMixin:
         v = self.const_int_val(k, ctx) & m
         return {"exact": lambda: tb.Exact(v), "ternary": lambda: tb.Ternary(v, m), "lpm": lambda: tb.Lpm(v, w),
                 "range": lambda: tb.Range(v, v), "optional": lambda: tb.Optional(v)}[mk]()
+
+    def const_bool(self, node, what):
+        v = self.const_eval(node)
+        if not isinstance(v, bool):
+            self.err(f"{what} must be a compile-time boolean", node.loc)
+        return v
 
     def const_int_val(self, node, ctx):
         v = self.expr(node, ctx)

@@ -93,12 +93,13 @@ table_decl: [annotations] "table" any_name "{" table_prop* "}"
 table_prop: [annotations] "key" "=" "{" key_elem* "}"                    -> tp_key
           | [annotations] "actions" "=" "{" action_ref* "}"              -> tp_actions
           | [annotations] [CONST] "entries" "=" "{" entry* "}"            -> tp_entries
-          | [annotations] [CONST] any_name "=" expr ";"                   -> tp_value
+          | [annotations] [CONST] table_kw_name "=" expr ";"             -> tp_value
 CONST: "const"
 key_elem: expr ":" any_name [annotations] ";"
 action_ref: [annotations] any_name ";"
           | [annotations] any_name "(" args ")" ";"
-entry: [annotations] keyset ":" expr [annotations] ";"
+entry: [annotations] [CONST] [entry_priority] keyset ":" expr [annotations] ";"
+entry_priority: "priority" "=" (INT | "(" expr ")") ":"
 
 // ---------------- statements
 block: [annotations] "{" _stmt* "}"
@@ -127,7 +128,7 @@ continue_stmt: "continue" ";"
 // ---------------- expressions (precedence as in p4c)
 expr_list: [expr ("," expr)*]
 args: [arg ("," arg)*]
-?arg: expr | NAME "=" expr -> named_arg | "_" -> dontcare_arg
+?arg: expr | any_name "=" expr -> named_arg | "_" -> dontcare_arg
 
 ?expr: ternary
 ?ternary: lor | lor "?" expr ":" ternary -> cond
@@ -160,8 +161,8 @@ args: [arg ("," arg)*]
         | "true" -> true_lit
         | "false" -> false_lit
         | STRING -> string_lit
-        | NAME -> name_ref
-        | "." NAME -> name_ref
+        | nontype_name -> name_ref
+        | "." nontype_name -> name_ref
         | "error" "." any_name -> error_member
         | TYPE_IDENT "." member_name -> type_member
         | TYPE_IDENT "(" args ")" -> ctor_call
@@ -170,8 +171,15 @@ args: [arg ("," arg)*]
         | "(" expr ")"
         | "this" -> this_ref
 
-?member_name: NAME | TYPE_IDENT | "apply" -> apply_kw | "key" -> key_kw | "state" -> state_kw
-?any_name: NAME | TYPE_IDENT | "apply" -> apply_kw | "state" -> state_kw
+// P4_16 lets the contextual keywords name things (p4c's nonTypeName / nonTableKwName): a
+// parameter `in K key`, a variable `priority`, an action `state`; `type` stays an identifier
+// for the lexer, which tells `type T N;` apart on its own.
+?nontype_name: NAME | kw_name
+!kw_name: "apply" | "key" | "actions" | "state" | "entries" | "priority"
+?member_name: nontype_name | TYPE_IDENT
+?any_name: nontype_name | TYPE_IDENT
+?table_kw_name: NAME | TYPE_IDENT | table_kw
+!table_kw: "apply" | "state" | "priority"
 
 EQOP: "==" | "!="
 RELOP: "<=" | ">="

@@ -634,8 +634,16 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def entry(self, meta, ch):
-        return Node("entry", self._loc(meta), annos=self._annos(ch[0]), keyset=ch[1], action=ch[2],
-                    annos2=self._annos(ch[3]))
+        return Node("entry", self._loc(meta), annos=self._annos(ch[0]), const=ch[1] is not None,
+                    priority=ch[2], keyset=ch[3], action=ch[4], annos2=self._annos(ch[5]))
+
+    @v_args(meta=True)
+    def entry_priority(self, meta, ch):
+        value = ch[0]
+        if _tok(value):
+            v, w, s = parse_int_literal(str(value), self._tloc(value))
+            value = Node("int", self._tloc(value), value=v, width=w, signed=s)
+        return value
 
     # -- statements
     @v_args(meta=True)
@@ -798,14 +806,11 @@ class AstBuilder(Transformer):
         name = str(name) if _tok(name) else name
         return Node("member", self._loc(meta), expr=ch[0], name=name)
 
-    def apply_kw(self, ch):
-        return "apply"
+    def kw_name(self, ch):
+        # a contextual keyword used as a name is an identifier from here on
+        return Token.new_borrow_pos("NAME", str(ch[0]), ch[0])
 
-    def key_kw(self, ch):
-        return "key"
-
-    def state_kw(self, ch):
-        return "state"
+    table_kw = kw_name
 
     @v_args(meta=True)
     def index(self, meta, ch):

@@ -1,0 +1,134 @@
+"""Programs p4c and BMv2 accept that the engine once refused: contextual keywords used as names,
+entry priorities, constant folding, structure-valued expressions, default parameters,
+serializable enums. Each program is run and its output compared with what BMv2 sends."""
+import pytest
+
+from testbed.p4engine import P4Error, compile_source
+
+HEADERS = """
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct headers_t { eth_t eth; }
+"""
+
+
+def program(ingress, decls="", meta=""):
+    """A v1model program parsing one Ethernet header; `ingress` is the ingress control's body."""
+    return f"""
+#include <core.p4>
+#include <v1model.p4>
+{HEADERS}
+struct metadata_t {{ {meta} }}
+{decls}
+parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{
+    state start {{ pkt.extract(hdr.eth); transition accept; }}
+}}
+control V(inout headers_t hdr, inout metadata_t meta) {{ apply {{ }} }}
+control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{
+    {ingress}
+}}
+control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}
+control C(inout headers_t hdr, inout metadata_t meta) {{ apply {{ }} }}
+control D(packet_out pkt, in headers_t hdr) {{ apply {{ pkt.emit(hdr.eth); }} }}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def frame(dst=0x0000000000AA, src=0x000000000001, ethertype=0x0800):
+    return dst.to_bytes(6, "big") + src.to_bytes(6, "big") + ethertype.to_bytes(2, "big") + b"payload"
+
+
+def run(src, data):
+    return compile_source(src).new_pipeline().process(0, data)
+
+
+def refused(src):
+    with pytest.raises(P4Error) as e:
+        compile_source(src)
+    return str(e.value)
+
+
+# ------------------------------------------------------------------ contextual keywords as names
+
+def test_contextual_keywords_name_parameters_variables_fields_and_actions():
+    src = program("""
+        action state(bit<9> key, bit<16> priority) {
+            sm.egress_spec = key;
+            hdr.eth.type = priority;
+        }
+        action entries(in bit<48> actions, out bit<48> apply) { apply = actions + 1; }
+        table t {
+            key = { hdr.eth.dst : exact; }
+            actions = { state; NoAction; }
+            const entries = { 0xaa : state(3, 0x1234); }
+        }
+        apply {
+            bit<48> type = 5;
+            bit<48> result;
+            entries(type, result);
+            hdr.eth.src = result;
+            t.apply();
+        }""")
+    out = run(src, frame())
+    assert out == [(3, frame(src=6, ethertype=0x1234))]
+
+
+def test_a_keyword_as_a_struct_field_and_named_argument():
+    src = program("""
+        action set(bit<9> key) { sm.egress_spec = key; }
+        apply {
+            meta.state = 7;
+            meta.priority = meta.state + 1;
+            set(key = (bit<9>)meta.priority);
+        }""", meta="bit<8> state; bit<8> priority;")
+    assert run(src, frame()) == [(8, frame())]
+
+
+# ------------------------------------------------------------------ entry priorities
+
+def priority_table(props, entries):
+    return program(f"""
+        action fwd(bit<9> port) {{ sm.egress_spec = port; }}
+        table t {{
+            key = {{ hdr.eth.type : ternary; }}
+            actions = {{ fwd; }}
+            default_action = fwd(9);
+            {props}
+            entries = {{
+{entries}
+            }}
+        }}
+        apply {{ t.apply(); }}""")
+
+
+def test_entry_priorities_largest_wins_by_default_even_out_of_order():
+    src = priority_table("", """
+                priority = 10: 0x0800 &&& 0xff00 : fwd(1);
+                priority = 30: 0x0800 &&& 0xffff : fwd(3);
+                priority = 20: 0x0000 &&& 0x0000 : fwd(2);""")
+    assert run(src, frame(ethertype=0x0800)) == [(3, frame(ethertype=0x0800))]
+    assert run(src, frame(ethertype=0x0801)) == [(2, frame(ethertype=0x0801))]
+
+
+def test_entry_priorities_smallest_wins_with_delta_for_entries_without_one():
+    # 5, then 5 + 10 = 15 for the next: the entry given 12 sits between them
+    src = priority_table("largest_priority_wins = false; priority_delta = 10;", """
+                const priority = 5: 0x0800 &&& 0xff00 : fwd(1);
+                                    0x0000 &&& 0x0000 : fwd(2);
+                priority = 12:      0x0800 &&& 0xffff : fwd(3);""")
+    assert run(src, frame(ethertype=0x0800)) == [(1, frame(ethertype=0x0800))]
+    assert run(src, frame(ethertype=0x0900)) == [(2, frame(ethertype=0x0900))]
+    src = priority_table("largest_priority_wins = false; priority_delta = 10;", """
+                priority = 20: 0x0000 &&& 0x0000 : fwd(2);
+                priority = 12: 0x0800 &&& 0xffff : fwd(3);""")
+    assert run(src, frame(ethertype=0x0800)) == [(3, frame(ethertype=0x0800))]
+
+
+def test_entry_priorities_p4c_refuses():
+    const = priority_table("", "priority = 1: 0x0800 &&& 0xff00 : fwd(1);").replace("entries =", "const entries =")
+    assert "'const' entries cannot have priorities" in refused(const)
+    first = priority_table("", """
+                0x0800 &&& 0xff00 : fwd(1);
+                priority = 3: 0x0800 &&& 0xffff : fwd(3);""")
+    assert "first entry must have a priority" in refused(first)
+    exact = priority_table("", "priority = 1: 0x0800 : fwd(1);").replace("ternary", "exact")
+    assert "do not need priorities" in refused(exact)
