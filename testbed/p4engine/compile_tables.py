@@ -222,7 +222,8 @@ class TablesMixin:
         entries = []
         nkeys = len(info.keys)
         for e in node.entries:
-            ks = e.keyset.items if e.keyset.kind == "ks_tuple" else [e.keyset]
+            # a list expression {a, b} there is the keyset tuple (a, b), as p4c reads it
+            ks = e.keyset.items if e.keyset.kind in ("ks_tuple", "list") else [e.keyset]
             if len(ks) != nkeys:
                 self.err(f"entry has {len(ks)} key value(s); table {info.decl.name} has {nkeys} key(s)", e.loc)
             keys = []
