@@ -132,3 +132,25 @@ def test_entry_priorities_p4c_refuses():
     assert "first entry must have a priority" in refused(first)
     exact = priority_table("", "priority = 1: 0x0800 : fwd(1);").replace("ternary", "exact")
     assert "do not need priorities" in refused(exact)
+
+
+# ------------------------------------------------------------------ constants in entries
+
+def test_entry_keys_and_action_arguments_fold_constant_expressions():
+    src = program("""
+        action set(bit<9> port, bit<48> src) { sm.egress_spec = port; hdr.eth.src = src; }
+        table t {
+            key = { hdr.eth.dst : exact; hdr.eth.type : ternary; }
+            actions = { set; NoAction; }
+            const entries = {
+                {16w0 ++ 8w0xaa ++ 24w0, (bit<16>)0x08ab} :
+                    set((bit<9>)(3 * 2 + 1), (8w0x20 ++ 8w0x02 ++ 32w0)[47:0] | 48w0xff);
+                (48w0xbb, 16w0x0100 &&& (bit<16>)(0xff00 >> 4) & 0xff0) : set(2, ~48w0 - 1);
+            }
+        }
+        apply { t.apply(); }""")
+    assert run(src, frame(dst=0xaa000000, ethertype=0x08ab)) == \
+        [(7, frame(dst=0xaa000000, src=0x2002000000ff, ethertype=0x08ab))]
+    assert run(src, frame(dst=0xbb, ethertype=0x0105)) == \
+        [(2, frame(dst=0xbb, src=0xfffffffffffe, ethertype=0x0105))]
+    assert run(src, frame(dst=0xbb, ethertype=0x0223)) == [(0, frame(dst=0xbb, ethertype=0x0223))]   # a miss
