@@ -163,6 +163,16 @@ def test_direct_meter_reads_into_two_destinations_are_refused():
         "[bmv2 direct-meter] meta.wide[3:2]: every read of direct meter I.dm must write the same destination")
 
 
+def test_a_direct_meter_on_two_tables_is_refused_at_the_second():
+    text = program(ingress_locals=METERED % ("dm.read(meta.wide[1:0]);", "meters = dm;") +
+                   "\n    table u { key = { hdr.eth.src : exact; } actions = { metered; } meters = dm; }",
+                   ingress="        t.apply(); u.apply();")
+    [(at, msg)] = _located(text, bmv2_errors(text))
+    assert at.startswith("table u {") and msg == (
+        "[bmv2 direct-meter] table u: direct meter I.dm is attached to table t already; a direct meter "
+        "belongs to one table")
+
+
 SELECTED = """    action_selector(HashAlgorithm.crc16, 32w64, 32w8) sel;
     table t1 { key = { hdr.eth.dst : exact; meta.port : selector; meta.wide : selector; }
                actions = { set_port; } implementation = sel; }

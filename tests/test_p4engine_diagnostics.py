@@ -93,6 +93,10 @@ CASES = [
     ("switch in a used action", ingress("""    action a() { switch (hdr.h.a) { 1: { meta.m = 2; } } }
     table t { key = { hdr.h.a: exact; } actions = { a; } }
     apply { t.apply(); }""") + TAIL, "switch (hdr.h.a)", ["switch statements are not supported in actions"]),
+    ("switch in a function a used action calls", "void pick(inout bit<8> x) { switch (x) { 1: { x = 2; } } }\n"
+     "void outer(inout bit<8> x) { pick(x); }\n" + ingress("""    action a() { outer(meta.m); }
+    apply { a(); }""") + TAIL, "switch (x)", ["switch statements are not supported in actions (function pick, "
+                                              "called from action I.a)"]),
     ("shift by a value of a new type", "type bit<8> amount_t;\n" + ingress("""    apply {
         amount_t n = (amount_t)2;
         hdr.h.b = hdr.h.b << n;
@@ -130,6 +134,9 @@ ACCEPTED = [
     ("switch in the apply block and in an action nothing uses",
      ingress("""    action unused() { switch (hdr.h.a) { 1: { meta.m = 2; } } }
     apply { switch (hdr.h.a) { 1: { meta.m = 2; } } }""") + TAIL),
+    ("switch in a function the apply block calls, not an action",
+     "void pick(inout bit<8> x) { switch (x) { 1: { x = 2; } } }\n" + ingress("""    action a() { meta.m = 1; }
+    apply { pick(meta.m); a(); }""") + TAIL),
     ("shift by a typedef'd amount and by a new type cast to bit<8>",
      "typedef bit<8> alias_t;\ntype bit<8> amount_t;\n" + ingress("""    apply {
         alias_t k = 3;

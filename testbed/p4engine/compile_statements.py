@@ -122,6 +122,8 @@ class StatementsMixin:
         em = ctx.em
         if ctx.where == "action":
             self.switches_in_actions.append((ctx.action.name, s))
+        elif ctx.function is not None:
+            self.switches_in_functions.setdefault(id(ctx.function), (ctx.function.name, s))
         seen, after_default = set(), False
         for case in s.cases:
             lab = case.label
@@ -162,13 +164,33 @@ class StatementsMixin:
         """p4c (every back end it ships) turns switch statements into tables, which an action
         cannot apply: a switch in an action the program uses is refused. Actions nothing uses
         are dropped before that, switch and all, so they pass."""
-        if not self.switches_in_actions:
+        if not self.switches_in_actions and not self.switches_in_functions:
             return
         used = self.used_actions()
         for action, stmt in self.switches_in_actions:
             if action in used:
                 self.err(f"switch statements are not supported in actions (action {action}); "
                          f"p4c refuses them on every target: use if/else", stmt.loc)
+        for action in sorted(used):         # p4c inlines the functions an action calls into it
+            found = self._switch_in_called_functions(("action", action))
+            if found is not None:
+                function, stmt = found
+                self.err(f"switch statements are not supported in actions (function {function}, "
+                         f"called from action {action}); p4c refuses them on every target: use if/else",
+                         stmt.loc)
+
+    def _switch_in_called_functions(self, caller):
+        """(function name, switch) of a function `caller` calls, directly or not, that has one."""
+        seen, pending = set(), list(self.functions_called_by.get(caller, ()))
+        while pending:
+            function = pending.pop()
+            if function in seen:
+                continue
+            seen.add(function)
+            if function in self.switches_in_functions:
+                return self.switches_in_functions[function]
+            pending.extend(self.functions_called_by.get(("function", function), ()))
+        return None
 
     def switch_cases(self, cases, condition, ctx):
         """if/elif/else chain of a switch; labels without a body fall through to the next body."""

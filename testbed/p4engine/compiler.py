@@ -59,6 +59,8 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.digest_counter = 0
         self.switches_in_actions = []    # (action name, switch statement), checked once all is compiled
         self.actions_called_by = {}      # action name -> names of the actions its body calls
+        self.functions_called_by = {}    # ("action", name) | ("function", id) -> ids of functions it calls
+        self.switches_in_functions = {}  # id of a function declaration -> (its name, its first switch)
         self.sub_parsers = 0             # sub-parsers compiled so far (they share a step budget)
 
     # ------------------------------------------------------------------------- diagnostics

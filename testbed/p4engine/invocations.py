@@ -96,6 +96,10 @@ def bound_action(self, ai, ref, ctx):
 
 def call_function(self, info, n, ctx):
     decl, scope, prefix = info
+    caller = ("action", ctx.action.name) if ctx.action is not None else \
+        ("function", id(ctx.function)) if ctx.function is not None else None
+    if caller is not None:      # p4c inlines functions: a switch in one called from an action is in that action
+        self.functions_called_by.setdefault(caller, set()).add(id(decl))
     fn = self.compile_function(decl, scope, prefix)
     values, copy_out = _bind_args(self, fn.params, n, ctx, f"function {decl.name}")
     call_code = f"{fn.pyname}(S)"
@@ -168,6 +172,7 @@ def compile_function(self, decl, scope, prefix):
     fctx = Ctx(fscope, em, "control", prefix)
     fctx.returns = None if isinstance(ret, T.VoidT) else ret
     fctx.ret_store = ret_store
+    fctx.function = decl
     mark = em.mark()
     self.stmts(decl.body.stmts, fctx)
     em.ensure_body(mark)
