@@ -154,3 +154,50 @@ def test_entry_keys_and_action_arguments_fold_constant_expressions():
     assert run(src, frame(dst=0xbb, ethertype=0x0105)) == \
         [(2, frame(dst=0xbb, src=0xfffffffffffe, ethertype=0x0105))]
     assert run(src, frame(dst=0xbb, ethertype=0x0223)) == [(0, frame(dst=0xbb, ethertype=0x0223))]   # a miss
+
+
+# ------------------------------------------------------------------ structure-valued expressions
+
+PAIRS = """
+struct pair_t { bit<8> a; bit<8> b; }
+struct nest_t { pair_t p; bit<16> c; }
+header tag_t { bit<8> x; bit<8> y; }
+"""
+
+
+def test_structure_expressions_assign_by_field_name_nested_and_to_headers():
+    src = program("""
+        apply {
+            pair_t p = {b = 2, a = 1};
+            nest_t n;
+            n = {c = 0x0304, p = {b = p.a, a = p.b}};
+            tag_t t;
+            t = {y = 9, x = 8};
+            hdr.eth.dst = (bit<48>)(p.a ++ p.b ++ n.p.a ++ n.p.b ++ n.c);
+            hdr.eth.type = t.x ++ t.y;
+            if (t.isValid()) { sm.egress_spec = 5; }
+        }""", decls=PAIRS)
+    assert run(src, frame()) == [(5, frame(dst=0x010202010304, ethertype=0x0809))]
+
+
+def test_structure_expressions_compare_with_structs_and_headers():
+    src = program("""
+        apply {
+            pair_t p = {a = (bit<8>)hdr.eth.type, b = 7};
+            tag_t t = {x = 1, y = 2};
+            bit<9> port = 1;
+            if (p == {b = 7, a = 0x34}) { port = port + 2; }
+            if ({a = 0x34, b = 8} != p) { port = port + 4; }
+            if (t == {y = 2, x = 1}) { port = port + 8; }
+            if (p == {a = 0x34, b = 6}) { port = port + 16; }
+            sm.egress_spec = port;
+        }""", decls=PAIRS)
+    assert run(src, frame(ethertype=0x1234)) == [(15, frame(ethertype=0x1234))]
+    assert run(src, frame(ethertype=0x1235)) == [(13, frame(ethertype=0x1235))]
+
+
+def test_structure_expression_with_wrong_fields_is_refused():
+    src = program("apply { pair_t p = {a = 1, c = 2}; }", decls=PAIRS)
+    assert "fields (a, c) are not those of" in refused(src)
+    src = program("apply { pair_t p = {a = 1, a = 2}; }", decls=PAIRS)
+    assert "given twice" in refused(src)

@@ -227,6 +227,12 @@ class ExpressionsMixin:
             items.append(v)
         return Val("list", T.ListT([i.type for i in items if i.type is not None]), items=items)
 
+    def x_struct_expr(self, n, ctx, expected):
+        # {f1 = e1, f2 = e2}: a list whose items carry field names (matched by name on use)
+        v = self.x_list(n, ctx, expected)
+        v.name = n.names
+        return v
+
     def x_cond(self, n, ctx, expected):
         c = self.cond_expr(n.cond, ctx)
         a, alines = self.captured(ctx, lambda: self.scalar(self.expr(n.a, ctx, expected), n.a.loc))
@@ -301,6 +307,12 @@ class ExpressionsMixin:
         if blines:          # left to right: the left operand is read before the right's effects
             a = self.snapshot(a, ctx)
             ctx.em.lines.extend(blines)
+        if op in ("==", "!=") and {a.kind, b.kind} == {"agg", "list"}:
+            # a struct or header against a list or structure expression: compare as its type
+            a, b = (a, b) if a.kind == "agg" else (b, a)
+            base = self.alloc(a.type, "compare")
+            self.assign_list(agg(base, a.type), b, ctx, n.loc)
+            b = agg(base, a.type)
         if op in ("==", "!=") and a.kind == "agg" and b.kind == "agg":
             if a.type != b.type:
                 self.err(f"cannot compare {a.type} with {b.type}", n.loc)

@@ -261,9 +261,16 @@ class StatementsMixin:
             offs = t.offsets()
         else:
             self.err(f"cannot assign a list to {t}", loc)
-        if len(fields) != len(rhs.items):
-            self.err(f"{t} has {len(fields)} fields but the list has {len(rhs.items)} values", loc)
-        for (fn, ft), item in zip(fields, rhs.items):
+        items = rhs.items
+        if rhs.name is not None:            # a structure expression: fields by name
+            if isinstance(t, T.ListT) or sorted(rhs.name) != sorted(f for f, _ in fields):
+                self.err(f"the structure expression's fields ({', '.join(rhs.name)}) are not "
+                         f"those of {t}", loc)
+            by_name = dict(zip(rhs.name, items))
+            items = [by_name[f] for f, _ in fields]
+        if len(fields) != len(items):
+            self.err(f"{t} has {len(fields)} fields but the list has {len(items)} values", loc)
+        for (fn, ft), item in zip(fields, items):
             slot = slot_add(lhs.slot, offs[fn])
             target = agg(slot, ft) if ft.aggregate else lv(slot, ft)
             self.assign(target, item, ctx, loc)

@@ -127,6 +127,7 @@ continue_stmt: "continue" ";"
 
 // ---------------- expressions (precedence as in p4c)
 expr_list: [expr ("," expr)*]
+named_item: any_name "=" expr
 args: [arg ("," arg)*]
 ?arg: expr | any_name "=" expr -> named_arg | "_" -> dontcare_arg
 
@@ -168,6 +169,7 @@ args: [arg ("," arg)*]
         | TYPE_IDENT "(" args ")" -> ctor_call
         | spec_type "(" args ")" -> ctor_call
         | "{" expr_list "}" -> list_expr
+        | SLBRACE named_item ("," named_item)* "}" -> struct_expr
         | "(" expr ")"
         | "this" -> this_ref
 
@@ -190,7 +192,7 @@ OPASSIGN: "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | "|+|="
 MULOP: "*" | "/" | "%"
 LT: "<"
 GT: ">"
-%declare TLT TYPE_IDENT SHR_GT NEWTYPE
+%declare TLT TYPE_IDENT SHR_GT NEWTYPE SLBRACE
 
 INT: /(\d+[ws])?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|0[dD][0-9_]+|[0-9][0-9_]*)/
 STRING: /"(\\.|[^"\\\n])*"/

@@ -36,7 +36,8 @@ _CURRENT = threading.local()
 class _P4Lexer(Lexer):
     """lark's basic lexer plus p4c-style token feedback: identifiers naming types become
     TYPE_IDENT, '<' right after `lookahead`/`extract` opens type arguments (TLT), and a '>'
-    immediately followed by '>' is SHR_GT (so `>>` closes two lists or shifts)."""
+    immediately followed by '>' is SHR_GT (so `>>` closes two lists or shifts), and a '{' opening a
+    structure-valued expression {f = e, ...} is SLBRACE."""
 
     def __init__(self, lexer_conf):
         self.basic = BasicLexer(lexer_conf)
@@ -60,8 +61,45 @@ class _P4Lexer(Lexer):
             elif t == "GT":
                 if data.startswith(">", tok.end_pos):
                     tok.type = "SHR_GT"
+            elif t == "LBRACE" and prev is not None and prev.value in _VALUE_BRACE_AFTER \
+                    and _struct_expression_at(data, tok.end_pos):
+                tok.type = "SLBRACE"
             prev = tok
             yield tok
+
+
+# a '{' after a name or a keyword opens a body (a table's, a parser state's); one after these
+# may start a value
+_VALUE_BRACE_AFTER = {"=", "(", ",", "==", "!=", ")", "?", ":", "{", "return"}
+_NAMED_ITEM = re.compile(r"\s*[A-Za-z_]\w*\s*=(?!=)")
+_SCAN_STOP = re.compile(r'[;,(){}\[\]"]')
+_STRING = re.compile(r'"(\\.|[^"\\\n])*"')
+
+
+def _struct_expression_at(data, pos):
+    """After '{': does a structure-valued expression {f = e, ...} start here? `{ f = e;` opens a
+    block whose first statement is an assignment: what ends the first item at nesting depth 0,
+    ';' or one of ',' '}', tells them apart (one token of lookahead cannot)."""
+    m = _NAMED_ITEM.match(data, pos)
+    if not m:
+        return False
+    depth, i = 0, m.end()
+    while True:
+        m = _SCAN_STOP.search(data, i)
+        if m is None:
+            return False
+        c = m.group(0)
+        if c == '"':        # skip a string literal
+            end = _STRING.match(data, m.start())
+            i = end.end() if end else m.end()
+            continue
+        if c in "([{":
+            depth += 1
+        elif depth and c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            return c in ",}"
+        i = m.end()
 
 
 _NEWTYPE_FOLLOWS = re.compile(r"\s+[A-Za-z_]\w*\s*(<|[A-Za-z_])")     # `type bit<...` / `type T Name`
@@ -874,6 +912,19 @@ class AstBuilder(Transformer):
     @v_args(meta=True)
     def list_expr(self, meta, ch):
         return Node("list", self._loc(meta), items=ch[0])
+
+    @v_args(meta=True)
+    def struct_expr(self, meta, ch):
+        ch = [c for c in ch if not _tok(c)]
+        names = [name for name, _, _ in ch]
+        for i, (name, _, loc) in enumerate(ch):
+            if name in names[:i]:
+                raise P4Error(f"field '{name}' is given twice in this structure expression", loc)
+        return Node("struct_expr", self._loc(meta), names=names, items=[value for _, value, _ in ch])
+
+    @v_args(meta=True)
+    def named_item(self, meta, ch):
+        return (str(ch[0]), ch[1], self._loc(meta))
 
     @v_args(meta=True)
     def this_ref(self, meta, ch):
