@@ -201,3 +201,31 @@ def test_structure_expression_with_wrong_fields_is_refused():
     assert "fields (a, c) are not those of" in refused(src)
     src = program("apply { pair_t p = {a = 1, a = 2}; }", decls=PAIRS)
     assert "given twice" in refused(src)
+
+
+# ------------------------------------------------------------------ default parameter values
+
+def test_missing_arguments_take_the_parameters_default_values():
+    src = program("""
+        action shift(out bit<8> x, in bit<8> y = 0x50) { x = y >> 2; }
+        bit<16> widen(in bit<8> v, in bit<8> hi = 0xab) { return hi ++ v; }
+        apply {
+            bit<8> a; bit<8> b;
+            shift(a, 0x0c);
+            shift(b);
+            hdr.eth.type = widen(a) | (bit<16>)widen(b, 0)[7:0];
+            Sub.apply(hdr, 7);
+            Sub.apply(hdr);
+        }""", decls="""
+        control Sub(inout headers_t h, in bit<48> add = 0x100) {
+            apply { h.eth.src = h.eth.src + add; }
+        }""")
+    # a = 3, b = 0x14: 0xab03 | 0x0014; src 1 + 7 + 0x100
+    assert run(src, frame()) == [(0, frame(src=0x108, ethertype=0xab17))]
+
+
+def test_default_values_on_out_parameters_are_refused():
+    src = program("""
+        action set(out bit<8> x = 1) { x = 2; }
+        apply { }""")
+    assert "out parameters cannot have default values" in refused(src)

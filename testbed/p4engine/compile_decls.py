@@ -226,6 +226,8 @@ class DeclarationsMixin:
         is no storage of unbounded width to copy in or out. (An action taking one at all is
         refused where actions are compiled.)"""
         for p in _parameters(decl):
+            if p.default is not None and p.direction in ("out", "inout"):
+                self.err(f"{p.name}: out parameters cannot have default values", self.name_loc(p))
             if p.type.kind != "t_infint":
                 continue
             if p.direction is not None:
