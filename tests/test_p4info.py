@@ -389,3 +389,13 @@ def test_a_compiled_program_gives_what_p4c_would():
     assert [(m.id, m.name, m.bitwidth) for m in headers["packet_in"].metadata] == [(1, "ingress_port", 9),
                                                                                  (2, "_pad", 7)]
     assert [(m.id, m.name) for m in headers["packet_out"].metadata] == [(2, "egress_port"), (3, "_pad")]
+
+
+def test_a_name_in_any_script_reaches_p4info_as_written():
+    # p4c keeps an @name's UTF-8 text; escapes (\n, \", \x41) are still decoded, one at a time
+    from testbed.p4engine import compile_source
+    source = FULL.replace('@name("smac") table src_mac', '@name("mac\\x41\\\\\u25d5\u203f\u25d5\U0001F600\u30c4") table src_mac')
+    info = compile_source(source, "named.p4").p4info
+    name = "I.macA\\\u25d5\u203f\u25d5\U0001F600\u30c4"
+    table = by_name(info.tables)[name]
+    assert table.preamble.id == (2 << 24) | (P.jenkins_hash(name) & 0xFFFFFF)

@@ -3,6 +3,7 @@
 The AST is made of `Node`s: a kind string, a location, and keyword fields. Keeping one generic
 node class keeps the frontend small; the checker and the compiler dispatch on `kind`.
 """
+import codecs
 import re
 import threading
 
@@ -14,6 +15,18 @@ from .errors import TOO_DEEP, Loc, P4Error, deepest_point
 from .resource_limits import MAX_BIT_WIDTH, MAX_LITERAL_DIGITS
 from .grammar import GRAMMAR
 from .preprocess import Preprocessor
+
+# Escape sequences in a string literal, each decoded on its own: decoding the whole literal with
+# "unicode_escape" would read UTF-8 text (an @name in any script) as Latin-1.
+# An unknown escape (\q) is kept as written.
+_ESCAPE = re.compile(r"\\(?:[0-7]{1,3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[\\'\"abfnrtv\n])")
+
+
+def _unescape(match):
+    try:
+        return codecs.decode(match.group(0), "unicode_escape")
+    except UnicodeDecodeError:     # \U beyond U+10FFFF: kept as written
+        return match.group(0)
 
 
 class Node:
@@ -887,7 +900,7 @@ class AstBuilder(Transformer):
     @v_args(meta=True)
     def string_lit(self, meta, ch):
         raw = str(ch[0])[1:-1]
-        return Node("string", self._loc(meta), value=bytes(raw, "utf-8").decode("unicode_escape"))
+        return Node("string", self._loc(meta), value=_ESCAPE.sub(_unescape, raw))
 
     @v_args(meta=True)
     def name_ref(self, meta, ch):
