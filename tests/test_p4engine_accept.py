@@ -17,8 +17,8 @@ def program(ingress, decls="", meta=""):
 #include <core.p4>
 #include <v1model.p4>
 {HEADERS}
-struct metadata_t {{ {meta} }}
 {decls}
+struct metadata_t {{ {meta} }}
 parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{
     state start {{ pkt.extract(hdr.eth); transition accept; }}
 }}
@@ -229,3 +229,71 @@ def test_default_values_on_out_parameters_are_refused():
         action set(out bit<8> x = 1) { x = 2; }
         apply { }""")
     assert "out parameters cannot have default values" in refused(src)
+
+
+# ------------------------------------------------------------------ enums in registers and logs
+
+ENUMS = """
+enum bit<16> EtherKind { IPV4 = 0x0800, ARP = 0x0806, OTHER = 0xffff }
+enum Colour { RED, GREEN, BLUE }
+"""
+
+
+def test_a_register_of_a_serializable_enum_stores_its_bits():
+    src = program("""
+        register<EtherKind>(2) kinds;
+        apply {
+            EtherKind previous;
+            kinds.read(previous, 0);
+            kinds.write(0, (EtherKind)hdr.eth.type);
+            kinds.write(1, EtherKind.ARP);
+            if (previous == EtherKind.IPV4) { sm.egress_spec = 4; } else { sm.egress_spec = 1; }
+            hdr.eth.type = (bit<16>)previous;
+        }""", decls=ENUMS)
+    pipe = compile_source(src).new_pipeline()
+    assert pipe.process(0, frame(ethertype=0x0800)) == [(1, frame(ethertype=0))]
+    assert pipe.process(0, frame(ethertype=0x0806)) == [(4, frame(ethertype=0x0800))]
+    register = pipe.registers["I.kinds"]
+    assert (register.width, register.read(0), register.read(1)) == (16, 0x0806, 0x0806)
+
+
+def test_register_of_a_serializable_enum_in_p4info_names_the_enum():
+    src = program("register<EtherKind>(1) kinds; apply { kinds.write(0, EtherKind.OTHER); }", decls=ENUMS)
+    p4info = compile_source(src).p4info
+    assert p4info.registers[0].type_spec.serializable_enum.name == "EtherKind"
+    spec = p4info.type_info.serializable_enums["EtherKind"]
+    assert spec.underlying_type.bitwidth == 16
+    assert [(m.name, m.value) for m in spec.members] == \
+        [("IPV4", b"\x08\x00"), ("ARP", b"\x08\x06"), ("OTHER", b"\xff\xff")]
+
+
+def test_log_msg_prints_enums_as_bmv2_does():
+    # p4c-bm2-ss gives a plain enum its member's position (32 bits), a serializable one its value
+    src = program("""
+        apply {
+            Colour c = Colour.BLUE;
+            EtherKind k = EtherKind.ARP;
+            log_msg("colour={} kind={}", {c, k});
+        }""", decls=ENUMS)
+    lines = []
+    compile_source(src).new_pipeline(log=lines.append).process(0, frame())
+    assert "colour=2 kind=2054" in lines
+
+
+def test_digest_of_a_struct_with_enum_fields():
+    src = program("""
+        apply {
+            meta.d.kind = EtherKind.IPV4;
+            meta.d.colour = Colour.GREEN;
+            digest<learn_t>(1, meta.d);
+        }""", decls=ENUMS + "struct learn_t { EtherKind kind; Colour colour; }", meta="learn_t d;")
+    program_ = compile_source(src)
+    members = program_.p4info.type_info.structs["learn_t"].members
+    assert [(m.name, m.type_spec.WhichOneof("type_spec")) for m in members] == \
+        [("kind", "serializable_enum"), ("colour", "enum")]
+    assert [m.name for m in program_.p4info.type_info.enums["Colour"].members] == ["RED", "GREEN", "BLUE"]
+    pipe = program_.new_pipeline()
+    sent = []
+    pipe.digest_callback = lambda name, values: sent.append((name, values))
+    pipe.process(0, frame())
+    assert sent == [("learn_t", (0x0800, 1))]

@@ -39,6 +39,8 @@ def as_uint(v):
     t = v.type
     if isinstance(t, T.BoolT):
         return f"(1 if {v.code} else 0)"
+    if isinstance(t, T.EnumT) and t.base is not None:
+        t = t.base
     if isinstance(t, T.BitT) and t.signed:
         return f"({v.code} & {t.mask})"
     return v.code

@@ -456,6 +456,11 @@ def flatten(self, v, loc):
     if isinstance(v.type, T.VarbitT) and v.kind == "lv":
         return [(v.code, None, valid)]             # (width, value) at run time
     v = self.scalar(v, loc)
+    if isinstance(v.type, T.EnumT):
+        if v.type.base is not None:         # a serializable enum: its underlying bits
+            v = Val("rv", v.type.base, v.code, const=v.const)
+        elif not v.type.arch:     # a plain enum: its member index on 32 bits
+            v = Val("rv", T.BitT(32), v.code, const=v.const)
     w = T.width_of(v.type)
     if w is None:
         self.err(f"a value of type {v.type} has no bit width here (cast it to bit<W>)", loc)

@@ -177,7 +177,9 @@ class DeclarationsMixin:
             if k == "header" and controller is not None:
                 self.out.controller_headers.append((controller, t, d.annos))
         elif k == "enum":
-            self.types[d.name] = T.EnumT(d.name, d.members)
+            self.types[d.name] = t = T.EnumT(d.name, d.members)
+            # p4c-bm2-ss gives the program's own plain enums 32 bits (v1model's stay enums)
+            t.arch = d.loc.file.endswith(("v1model.p4", "core.p4"))
         elif k == "ser_enum":
             base = self.resolve_type(d.type)
             if not isinstance(base, T.BitT):
@@ -516,6 +518,9 @@ class DeclarationsMixin:
             return value
 
         if tname == "register":
+            if targs and isinstance(targs[0], T.EnumT) and targs[0].base is not None:
+                info.elem_enum = targs[0]         # a serializable enum: stored as its bits
+                targs = [targs[0].base] + list(targs[1:])
             if not targs or not isinstance(targs[0], T.BitT):
                 self.err(f"register {name}: element type must be bit<W> or int<W>", loc)
             info.width = targs[0].width

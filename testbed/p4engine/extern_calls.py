@@ -263,7 +263,10 @@ def digest_info(self, data, n, declared=None):
         for fname, ft in t.fields:
             if ft.aggregate:
                 self.err(f"digest struct {t.name}: field '{fname}' must be a bit<W> value", n.loc)
-            fields.append((fname, T.width_of(ft)))
+            width = T.width_of(ft)
+            if width is None and isinstance(ft, T.EnumT) and not ft.arch:
+                width = 32              # a plain enum travels as its 32-bit code (p4c-bm2-ss)
+            fields.append((fname, width))
     elif data.kind == "list":
         name = f"digest_{self.digest_counter}"       # p4c counts anonymous digests from 0
         self.digest_counter += 1

@@ -22,6 +22,7 @@ from collections import OrderedDict
 
 from p4.config.v1 import p4info_pb2
 
+from . import p4types as T
 from .errors import P4Error
 
 PREFIX = p4info_pb2.P4Ids
@@ -392,10 +393,12 @@ class _Builder:
     def extern_register(self, p, e):
         msg = p.registers.add()
         self.preamble(msg, PREFIX.REGISTER, e.name)
+        msg.size = e.size
+        if self.enum_type_spec(p, msg.type_spec, getattr(e, "elem_enum", None)):
+            return
         signed = getattr(e.obj, "signed", False)
         bits = msg.type_spec.bitstring.int if signed else msg.type_spec.bitstring.bit
         bits.bitwidth = e.width
-        msg.size = e.size
 
     def digest(self, p, d):
         msg = p.digests.add()
@@ -407,8 +410,31 @@ class _Builder:
             return
         msg.type_spec.struct.name = d.name
         struct = p.type_info.structs[d.name]
+        types = dict(getattr(d.type, "fields", ()))
         for field, width in d.fields:
-            struct.members.add(name=field).type_spec.bitstring.bit.bitwidth = width
+            spec = struct.members.add(name=field).type_spec
+            if not self.enum_type_spec(p, spec, types.get(field)):
+                spec.bitstring.bit.bitwidth = width
+
+    @staticmethod
+    def enum_type_spec(p, spec, t):
+        """Describe enum type `t` as p4c does: by name in `spec`, its members in type_info."""
+        if not isinstance(t, T.EnumT):
+            return False
+        if t.base is not None:
+            spec.serializable_enum.name = t.name
+            info = p.type_info.serializable_enums[t.name]
+            info.underlying_type.bitwidth = t.base.width
+            if not info.members:
+                for member in t.members:
+                    info.members.add(name=member, value=_encode(t.values[member] & t.base.mask, t.base.width))
+        else:
+            spec.enum.name = t.name
+            info = p.type_info.enums[t.name]
+            if not info.members:
+                for member in t.members:
+                    info.members.add(name=member)
+        return True
 
     def controller_header(self, msg, name, htype):
         # The preamble shows the @controller_header name; the id hashes the type's name (p4c).

@@ -118,6 +118,7 @@ class MatchKindT(P4Type):
 class EnumT(P4Type):
     """A plain enum (values are member indices) or a serializable enum (values of `base`)."""
     scalar = True
+    arch = False        # declared by core.p4 / v1model.p4 (set by the compiler)
 
     def __init__(self, name, members, base=None, values=None):
         self.name, self.members, self.base = name, list(members), base

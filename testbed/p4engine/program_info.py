@@ -44,6 +44,7 @@ class ExternInfo:
         self.obj = None
         self.pyname = None
         self.width = None        # register element width / direct_meter result width
+        self.elem_enum = None    # a register's serializable enum element type
         self.index_width = 32
         self.size = 0
         self.kind_arg = None     # counter/meter type, selector algorithm
