@@ -297,3 +297,21 @@ def test_digest_of_a_struct_with_enum_fields():
     pipe.digest_callback = lambda name, values: sent.append((name, values))
     pipe.process(0, frame())
     assert sent == [("learn_t", (0x0800, 1))]
+
+
+# ------------------------------------------------------------------ other table properties
+
+def test_an_unknown_table_property_is_a_warning_and_ignored():
+    src = program("""
+        action fwd(bit<9> port) { sm.egress_spec = port; }
+        table t {
+            key = { hdr.eth.type : exact; }
+            actions = { fwd; }
+            const entries = { 0x0800 : fwd(6); }
+            vendor_hint = 3 + 4;
+        }
+        apply { t.apply(); }""")
+    program_ = compile_source(src)
+    assert [w[3] for w in program_.compiled.warnings] == ["table t: unknown table property 'vendor_hint' ignored"]
+    assert program_.new_pipeline().process(0, frame()) == [(6, frame())]
+    assert "unknown name 'nowhere'" in refused(src.replace("3 + 4", "nowhere"))

@@ -24,7 +24,7 @@ def _compile(decls, smap, source, filename, target=None):
         from .errors import TOO_DEEP, Loc, deepest_point
         raise P4Error(TOO_DEEP, Loc(filename, *deepest_point(source)), smap) from None
     from .parser_loops import nonconsuming_loops
-    compiled.warnings = nonconsuming_loops(decls)     # [(file, line, col, message)]
+    compiled.warnings = compiled.warnings + nonconsuming_loops(decls)     # [(file, line, col, message)]
     return Program(compiled, source, filename)
 
 

@@ -91,8 +91,11 @@ class TablesMixin:
                     info.idle_timeout = True
                 elif p.name in ("max_group_size", "selector_size_semantics", "selector_max_group_size"):
                     pass
-                else:
-                    self.err(f"table {d.name}: unknown table property '{p.name}'", p.loc)
+                else:   # p4c type-checks it, then warns and ignores it (properties are the architecture's)
+                    if p.value.kind != "ctor":
+                        self.captured(ctx, lambda: self.expr(p.value, ctx))
+                    self.out.warnings.append((p.loc.file, p.loc.line, p.loc.col,
+                                              f"table {d.name}: unknown table property '{p.name}' ignored"))
         if not info.actions:     # p4c gives such a table NoAction (as its default only)
             noaction = ctx.scope.lookup("NoAction")
             if noaction is None or noaction.kind != "action":

@@ -177,6 +177,7 @@ class Compiled:
     controller_headers  [(annotation string, HeaderT, annotations)]
     called_actions / applied_tables  sets of names (P4Info leaves out the unused, like p4c)
     errors      error names by value; field_lists {index: [slot]}
+    warnings    [(file, line, col, message)]: the compiler's, then parser loop warnings
     source, namespace, template, sm, *_region, entry_points: the generated code and its layout
     """
 
@@ -198,3 +199,4 @@ class Compiled:
         self.entry_points = {}           # V1Switch role -> generated function name
         self.called_actions = set()      # actions called directly from a control body (not an action)
         self.applied_tables = set()      # tables whose apply() appears somewhere
+        self.warnings = []               # [(file, line, col, message)] the compiler found
