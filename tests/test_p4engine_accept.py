@@ -315,3 +315,27 @@ def test_an_unknown_table_property_is_a_warning_and_ignored():
     assert [w[3] for w in program_.compiled.warnings] == ["table t: unknown table property 'vendor_hint' ignored"]
     assert program_.new_pipeline().process(0, frame()) == [(6, frame())]
     assert "unknown name 'nowhere'" in refused(src.replace("3 + 4", "nowhere"))
+
+
+# ------------------------------------------------------------------ struct constants
+
+def test_struct_constants_read_assign_and_compare():
+    src = program("""
+        const port_pair_t CPU = {9w5, 9w6};
+        const nested_t NEST = {inner = {a = 9w1, b = 9w2}, tag = 8w0x77};
+        apply {
+            const port_pair_t LOCAL = {b = 9w4, a = 9w3};
+            meta.p = CPU;
+            if (meta.p == CPU && meta.p != LOCAL) { sm.egress_spec = CPU.b + NEST.inner.b; }
+            meta.p = LOCAL;
+            hdr.eth.type = (bit<8>)meta.p.a ++ NEST.tag;
+        }""", decls="""
+        struct port_pair_t { bit<9> a; bit<9> b; }
+        struct nested_t { port_pair_t inner; bit<8> tag; }""", meta="port_pair_t p;")
+    assert run(src, frame()) == [(8, frame(ethertype=0x0377))]
+
+
+def test_struct_constants_cannot_be_assigned():
+    decls = "struct port_pair_t { bit<9> a; bit<9> b; } const port_pair_t CPU = {9w5, 9w6};"
+    assert "cannot be assigned to" in refused(program("apply { CPU.a = 1; }", decls=decls))
+    assert "cannot be assigned to" in refused(program("apply { CPU = {1, 2}; }", decls=decls))

@@ -196,6 +196,10 @@ class DeclarationsMixin:
             self.match_kinds.update(d.members)
         elif k == "const":
             t = self.resolve_type(d.type)
+            if isinstance(t, T.StructT):
+                ctx = Ctx(self.globals, Emitter(), "const", "")
+                self.globals.declare(d.name, Sym("const", self.const_struct(self.expr(d.value, ctx), t, d.value.loc)))
+                return
             v = self.const_eval(d.value)
             if d.name == V1MODEL_VERSION_CONST and d.loc.file.endswith("v1model.p4"):
                 self.check_v1model_version(v, d.value.loc)
@@ -258,6 +262,32 @@ class DeclarationsMixin:
         if not out:
             self.err(f"header field '{name}': struct {st.name} has no fields", loc)
         return out
+
+    def const_struct(self, v, t, loc):
+        """A struct constant: its list or structure expression, checked, converted to the field
+        types and put in field order (a read-only list whose `info` is the struct type)."""
+        if v.kind != "list":
+            self.err(f"a constant of type {t} needs a list or structure expression", loc)
+        items = v.items
+        if v.name is not None:
+            if sorted(v.name) != sorted(f for f, _ in t.fields):
+                self.err(f"the structure expression's fields ({', '.join(v.name)}) are not those of {t}", loc)
+            by_name = dict(zip(v.name, items))
+            items = [by_name[f] for f, _ in t.fields]
+        if len(items) != len(t.fields):
+            self.err(f"{t} has {len(t.fields)} fields but the list has {len(items)} values", loc)
+        out = []
+        for (fname, ft), item in zip(t.fields, items):
+            if isinstance(ft, T.StructT):
+                out.append(self.const_struct(item, ft, loc))
+            elif ft.aggregate:
+                self.err(f"constant {t}: field '{fname}' of type {ft} is not supported in a constant", loc)
+            elif not item.is_const:
+                self.err("const initializer must be a compile-time constant", loc)
+            else:
+                out.append(self.convert(self.coerce_const(item.const, item.type, loc), ft, loc)
+                           if isinstance(item.type, T.IntLitT) else self.convert(item, ft, loc))
+        return Val("list", T.ListT([i.type for i in out]), items=out, info=t)
 
     def coerce_const(self, v, t, loc):
         if isinstance(t, T.BitT):
@@ -453,6 +483,9 @@ class DeclarationsMixin:
         if k == "const":
             t = self.resolve_type(d.type)
             v = self.expr(d.value, ctx)
+            if isinstance(t, T.StructT):
+                ctx.scope.declare(d.name, Sym("const", self.const_struct(v, t, d.value.loc)))
+                return
             if not v.is_const:
                 self.err("const initializer must be a compile-time constant", d.value.loc)
             ctx.scope.declare(d.name, Sym("const", self.coerce_const(v.const, t, d.value.loc)))

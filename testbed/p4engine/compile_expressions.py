@@ -109,6 +109,11 @@ class ExpressionsMixin:
     def x_member(self, n, ctx, expected):
         base = self.expr(n.expr, ctx)
         name = n.name
+        if base.kind == "list" and isinstance(base.info, T.StructT):     # a field of a struct constant
+            names = [f for f, _ in base.info.fields]
+            if name not in names:
+                self.err(f"struct {base.info.name} has no field '{name}'", n.loc)
+            return base.items[names.index(name)]
         if base.kind == "agg":
             t = base.type
             if isinstance(t, (T.HeaderT, T.StructT)):
