@@ -339,3 +339,34 @@ def test_struct_constants_cannot_be_assigned():
     decls = "struct port_pair_t { bit<9> a; bit<9> b; } const port_pair_t CPU = {9w5, 9w6};"
     assert "cannot be assigned to" in refused(program("apply { CPU.a = 1; }", decls=decls))
     assert "cannot be assigned to" in refused(program("apply { CPU = {1, 2}; }", decls=decls))
+
+
+def test_structure_expressions_fill_headers_with_struct_and_empty_fields():
+    src = f"""
+#include <core.p4>
+#include <v1model.p4>
+struct none_t {{ }}
+struct two_t {{ bit<8> f1; bit<8> f2; }}
+header empty_t {{ }}
+header holder_t {{ none_t nothing; two_t two; bit<8> tail; }}
+{HEADERS.replace("struct headers_t { eth_t eth; }", "struct headers_t { eth_t eth; empty_t e; holder_t h; }")}
+struct metadata_t {{ }}
+parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{
+    state start {{ pkt.extract(hdr.eth); transition accept; }}
+}}
+control V(inout headers_t hdr, inout metadata_t meta) {{ apply {{ }} }}
+control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{
+    apply {{
+        hdr.e = {{}};
+        hdr.h.nothing = {{}};
+        hdr.h = {{nothing = {{}}, tail = 9, two = {{f2 = 2, f1 = 1}}}};
+        if (hdr.e.isValid() && hdr.h.two == {{f1 = 1, f2 = 2}}) {{ sm.egress_spec = 3; }}
+    }}
+}}
+control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}
+control C(inout headers_t hdr, inout metadata_t meta) {{ apply {{ }} }}
+control D(packet_out pkt, in headers_t hdr) {{ apply {{ pkt.emit(hdr.eth); pkt.emit(hdr.e); pkt.emit(hdr.h); }} }}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    data = frame()
+    assert run(src, data) == [(3, data[:14] + bytes([1, 2, 9]) + data[14:])]

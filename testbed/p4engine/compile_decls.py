@@ -155,7 +155,7 @@ class DeclarationsMixin:
                     # a struct of bit fields inside a header: stored as its leaves, in order, so
                     # the struct's own layout (consecutive scalar slots) is a view on them
                     leaves = self.header_struct_leaves(ft, f.name, f.loc)
-                    views[f.name] = (ft, leaves[0][0])
+                    views[f.name] = (ft, leaves[0][0] if leaves else None)     # an empty struct: no leaves
                     fields.extend(leaves)
                     annos.update((n, f.annos) for n, _ in leaves)
                     continue
@@ -170,6 +170,9 @@ class DeclarationsMixin:
             t = cls(d.name, fields, annos)
             t.annos = d.annos
             t.struct_views = views
+            if views:       # the fields as declared (struct fields whole), for list assignments
+                t.declared_fields = [(f.name, views[f.name][0] if f.name in views else dict(fields)[f.name])
+                                     for f in d.fields]
             if k == "header" and t.bit_width % 8:
                 self.err(f"header {d.name} is {t.bit_width} bits long; BMv2 needs a multiple of 8", d.loc)
             self.types[d.name] = t
@@ -259,8 +262,6 @@ class DeclarationsMixin:
             else:
                 self.err(f"header field '{name}': struct {st.name} field '{fname}' must be bit<W>, "
                          f"int<W> or bool, not {ft}", loc)
-        if not out:
-            self.err(f"header field '{name}': struct {st.name} has no fields", loc)
         return out
 
     def const_struct(self, v, t, loc):

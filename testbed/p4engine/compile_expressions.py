@@ -132,6 +132,8 @@ class ExpressionsMixin:
                     return v
                 view = getattr(t, "struct_views", {}).get(name) if isinstance(t, T.HeaderT) else None
                 if view is not None:            # a struct field of a header: a view on its leaves
+                    if view[1] is None:         # an empty struct: no slots to point at
+                        return agg(base.slot, view[0])
                     return agg(slot_add(base.slot, t.offsets()[view[1]]), view[0])
                 if isinstance(t, T.HeaderT) and name in ("isValid", "setValid", "setInvalid", "minSizeInBits",
                                                           "minSizeInBytes"):

@@ -250,7 +250,7 @@ class StatementsMixin:
     def assign_list(self, lhs, rhs, ctx, loc):
         t = lhs.type
         if isinstance(t, T.HeaderT):
-            fields = t.fields
+            fields = getattr(t, "declared_fields", t.fields)
             offs = t.offsets()
             ctx.em.line(f"S[{lhs.slot}] = 1")
         elif isinstance(t, T.StructT):
@@ -270,7 +270,13 @@ class StatementsMixin:
             items = [by_name[f] for f, _ in fields]
         if len(fields) != len(items):
             self.err(f"{t} has {len(fields)} fields but the list has {len(items)} values", loc)
+        views = getattr(t, "struct_views", {})
         for (fn, ft), item in zip(fields, items):
+            if fn in views:             # a header's struct field: a view on its leaves
+                leaf = views[fn][1]
+                target = agg(lhs.slot if leaf is None else slot_add(lhs.slot, offs[leaf]), ft)
+                self.assign(target, item, ctx, loc)
+                continue
             slot = slot_add(lhs.slot, offs[fn])
             target = agg(slot, ft) if ft.aggregate else lv(slot, ft)
             self.assign(target, item, ctx, loc)
