@@ -370,3 +370,13 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 """
     data = frame()
     assert run(src, data) == [(3, data[:14] + bytes([1, 2, 9]) + data[14:])]
+
+
+def test_annotations_take_type_arguments():
+    src = program("""
+        apply { port_t p = (port_t)9w4; sm.egress_spec = (bit<9>)p; }""", decls="""
+        @p4runtime_translation("example.org/port_t", bit<32>)
+        type bit<9> port_t;
+        @p4runtime_translation("example.org/name_t", string)
+        type bit<8> name_t;""")
+    assert run(src, frame()) == [(4, frame())]
