@@ -380,3 +380,16 @@ def test_annotations_take_type_arguments():
         @p4runtime_translation("example.org/name_t", string)
         type bit<8> name_t;""")
     assert run(src, frame()) == [(4, frame())]
+
+
+def test_structured_annotations_are_accepted():
+    src = program("""
+        action fwd(bit<9> port) { sm.egress_spec = port; }
+        @Lists[1, "text", true, 2 * 3] @Pairs[label = "x", size = 4]
+        table t {
+            key = { hdr.eth.type : exact; }
+            actions = { @tag[1] fwd; }
+            const entries = { 0x0800 : fwd(2); }
+        }
+        apply { t.apply(); }""")
+    assert run(src, frame()) == [(2, frame())]

@@ -15,6 +15,7 @@ _decl: const_decl | typedef_decl | header_decl | struct_decl | union_decl | enum
 // ---------------- annotations
 annotations: annotation+
 annotation: "@" any_name ("(" [ann_args] ")")?
+          | "@" any_name "[" [ann_args] "]"     // a structured annotation (P4_16 1.2)
 ann_args: ann_arg ("," ann_arg)*
 ann_arg: expr | NAME "=" expr | base_type | "string" -> t_string    // @p4runtime_translation(uri, bit<32>)
 
