@@ -393,3 +393,14 @@ def test_structured_annotations_are_accepted():
         }
         apply { t.apply(); }""")
     assert run(src, frame()) == [(2, frame())]
+
+
+@pytest.mark.parametrize("annotations, message", [
+    ("@twice[] @twice[]", "duplicate name for structured annotation"),
+    ("@once(1) @once[]", "duplicate name for structured annotation"),
+    ("@mixed[key = 4, 5]", "not both"),
+    ("@listed[a = {2, 3}]", "illegal type for structured annotation"),
+])
+def test_structured_annotations_p4c_refuses(annotations, message):
+    src = program(f"{annotations} action a() {{ }} apply {{ a(); }}")
+    assert message in refused(src)

@@ -15,9 +15,9 @@ _decl: const_decl | typedef_decl | header_decl | struct_decl | union_decl | enum
 // ---------------- annotations
 annotations: annotation+
 annotation: "@" any_name ("(" [ann_args] ")")?
-          | "@" any_name "[" [ann_args] "]"     // a structured annotation (P4_16 1.2)
+          | "@" any_name "[" [ann_args] "]" -> structured_annotation   // P4_16 1.2
 ann_args: ann_arg ("," ann_arg)*
-ann_arg: expr | NAME "=" expr | base_type | "string" -> t_string    // @p4runtime_translation(uri, bit<32>)
+ann_arg: expr | any_name "=" expr | base_type | "string" -> t_string    // @p4runtime_translation(uri, bit<32>)
 
 // ---------------- types
 ?type_ref: base_type | named_type | spec_type | stack_type | "void" -> t_void | "error" -> t_error

@@ -368,7 +368,25 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def annotations(self, meta, ch):
+        names = [a.name for a in ch]
+        for a in ch:
+            if getattr(a, "structured", False) and names.count(a.name) > 1:
+                raise P4Error(f"@{a.name}: duplicate name for structured annotation", a.loc)
         return list(ch)
+
+    @v_args(meta=True)
+    def structured_annotation(self, meta, ch):
+        node = self.annotation(meta, ch)
+        if len({arg.kind == "kv" for arg in node.args}) > 1:
+            raise P4Error(f"@{node.name}: a structured annotation lists either values or "
+                          "key = value pairs, not both", node.loc)
+        for arg in node.args:
+            value = arg.value if arg.kind == "kv" else arg
+            if value.kind in ("list", "struct_expr"):
+                raise P4Error(f"@{node.name}: illegal type for structured annotation; must be int, "
+                              "string or bool", value.loc)
+        node.structured = True
+        return node
 
     @v_args(meta=True)
     def annotation(self, meta, ch):
