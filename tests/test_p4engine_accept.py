@@ -404,3 +404,25 @@ def test_structured_annotations_are_accepted():
 def test_structured_annotations_p4c_refuses(annotations, message):
     src = program(f"{annotations} action a() {{ }} apply {{ a(); }}")
     assert message in refused(src)
+
+
+def test_free_form_annotations_hold_any_text_and_later_lines_stay_located():
+    body = """@scrabble(
+            - it's (nested (text)) "with a ) in a string" 0xdead $ #
+        )"""
+    src = program(f"""
+        {body}
+        @name("renamed") action fwd(bit<9> port) {{ sm.egress_spec = port; }}
+        apply {{ fwd(5); }}""")
+    program_ = compile_source(src)
+    assert program_.new_pipeline().process(0, frame()) == [(5, frame())]
+    assert "I.renamed" in [a.preamble.name for a in program_.p4info.actions]
+    bad = src.replace("fwd(5);", "fwd(5)")
+    line = bad.splitlines().index("        apply { fwd(5) }") + 1
+    assert refused(bad).startswith(f"<string>:{line}:")
+
+
+def test_a_new_type_after_a_free_form_annotation():
+    src = program("apply { port_t p = (port_t)9w7; sm.egress_spec = (bit<9>)p; }",
+                  decls='@custom("text") type bit<9> port_t;')
+    assert run(src, frame()) == [(7, frame())]

@@ -16,6 +16,7 @@ _decl: const_decl | typedef_decl | header_decl | struct_decl | union_decl | enum
 annotations: annotation+
 annotation: "@" any_name ("(" [ann_args] ")")?
           | "@" any_name "[" [ann_args] "]" -> structured_annotation   // P4_16 1.2
+          | "@" any_name FREE_BODY -> free_annotation       // an annotation nobody parses
 ann_args: ann_arg ("," ann_arg)*
 ann_arg: expr | any_name "=" expr | base_type | "string" -> t_string    // @p4runtime_translation(uri, bit<32>)
 
@@ -193,7 +194,7 @@ OPASSIGN: "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | "|+|="
 MULOP: "*" | "/" | "%"
 LT: "<"
 GT: ">"
-%declare TLT TYPE_IDENT SHR_GT NEWTYPE SLBRACE
+%declare TLT TYPE_IDENT SHR_GT NEWTYPE SLBRACE FREE_BODY
 
 INT: /(\d+[ws])?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|0[dD][0-9_]+|[0-9][0-9_]*)/
 STRING: /"(\\.|[^"\\\n])*"/

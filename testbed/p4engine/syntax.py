@@ -50,20 +50,30 @@ class _P4Lexer(Lexer):
     """lark's basic lexer plus p4c-style token feedback: identifiers naming types become
     TYPE_IDENT, '<' right after `lookahead`/`extract` opens type arguments (TLT), and a '>'
     immediately followed by '>' is SHR_GT (so `>>` closes two lists or shifts), and a '{' opening a
-    structure-valued expression {f = e, ...} is SLBRACE."""
+    structure-valued expression {f = e, ...} is SLBRACE. The parenthesized body of an annotation
+    nobody parses (p4c parses only those it knows) is one FREE_BODY token: any tokens may be in it."""
 
     def __init__(self, lexer_conf):
         self.basic = BasicLexer(lexer_conf)
 
     def lex(self, data):
         type_names = _CURRENT.type_names
-        prev = None
-        for tok in self.basic.lex(LexerState(data), None):
+        prev = before = None
+        state = LexerState(data)
+        for tok in self.basic.lex(state, None):
             t = tok.type
+            if t == "LPAR" and before is not None and before.value == "@" \
+                    and _IDENT.fullmatch(prev.value) and prev.value not in _PARSED_ANNOTATIONS:
+                end = _free_body_end(data, tok.start_pos)
+                if end is not None:     # (else: unbalanced, the parser reports where)
+                    state.line_ctr.feed(data[tok.end_pos:end])
+                    tok = Token.new_borrow_pos("FREE_BODY", data[tok.start_pos:end], tok)
+                    t = tok.type
             if t == "NAME":
                 if tok.value in type_names:
                     tok.type = "TYPE_IDENT"
-                elif tok.value == "type" and (prev is None or prev.value in (";", "}", ")")) \
+                elif tok.value == "type" and (prev is None or prev.value in (";", "}", ")")
+                                              or prev.type == "FREE_BODY") \
                         and _NEWTYPE_FOLLOWS.match(data, tok.end_pos):
                     tok.type = "NEWTYPE"        # `type bit<8> T;` (elsewhere `type` is a name)
             elif t == "LT":
@@ -77,8 +87,35 @@ class _P4Lexer(Lexer):
             elif t == "LBRACE" and prev is not None and prev.value in _VALUE_BRACE_AFTER \
                     and _struct_expression_at(data, tok.end_pos):
                 tok.type = "SLBRACE"
-            prev = tok
+            prev, before = tok, prev
             yield tok
+
+
+# annotations whose arguments p4c (front end, BMv2 back end, P4Runtime) or this engine parse
+_PARSED_ANNOTATIONS = {
+    "atomic", "defaultonly", "hidden", "likely", "noSideEffects", "optional", "pure", "tableonly",
+    "unlikely", "disable_optimization", "unroll", "nounroll", "name", "deprecated", "noWarn",
+    "length", "pkginfo", "synchronous", "field_list", "match", "command_line", "metadata", "alias",
+    "priority", "p4runtime_translation_mappings", "p4runtime_translation", "controller_header", "id",
+    "brief", "description", "platform_property", "max_group_size", "selector_size_semantics",
+    "max_member_weight"}
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_BODY_STOP = re.compile(r'"(?:\\.|[^"\\\n])*"|[()]')
+
+
+def _free_body_end(data, pos):
+    """Where the parenthesized text starting at data[pos] == '(' ends (past its ')'), string
+    literals skipped; None if it never closes. Its text may hold any characters (as in p4c)."""
+    depth = 0
+    for m in _BODY_STOP.finditer(data, pos):
+        c = m.group(0)
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return m.end()
+    return None
 
 
 # a '{' after a name or a keyword opens a body (a table's, a parser state's); one after these
@@ -373,6 +410,10 @@ class AstBuilder(Transformer):
             if getattr(a, "structured", False) and names.count(a.name) > 1:
                 raise P4Error(f"@{a.name}: duplicate name for structured annotation", a.loc)
         return list(ch)
+
+    @v_args(meta=True)
+    def free_annotation(self, meta, ch):
+        return Node("annotation", self._loc(meta), name=str(ch[0]), args=[], body=str(ch[1]))
 
     @v_args(meta=True)
     def structured_annotation(self, meta, ch):
