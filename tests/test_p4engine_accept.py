@@ -426,3 +426,21 @@ def test_a_new_type_after_a_free_form_annotation():
     src = program("apply { port_t p = (port_t)9w7; sm.egress_spec = (bit<9>)p; }",
                   decls='@custom("text") type bit<9> port_t;')
     assert run(src, frame()) == [(7, frame())]
+
+
+def test_more_constant_folding_in_entries_conditional_saturating_slices_casts():
+    src = program("""
+        action a(bit<9> p, bit<48> v) { sm.egress_spec = p; hdr.eth.src = v; }
+        table t {
+            key = { hdr.eth.type : ternary; }
+            actions = { a; }
+            const entries = {
+                (bit<16>)(BASE[15:8] ++ 8w1) : a(BASE[3:0] == 0 ? 9w2 : 9w3, 48w1 << 47);
+                BASE |+| 16w0xffff : a(1 << 3, (bit<48>)(8w3 - 8w5));
+                (true ? BASE : 16w0) &&& ~16w0x00ff : a((bit<9>)(-2), (bit<8>)(8w255 + 1) ++ 40w0);
+            }
+        }
+        apply { t.apply(); }""", decls="const bit<16> BASE = 0x0800;")
+    assert run(src, frame(ethertype=0x0801)) == [(2, frame(src=1 << 47, ethertype=0x0801))]
+    assert run(src, frame(ethertype=0xffff)) == [(8, frame(src=254, ethertype=0xffff))]
+    assert run(src, frame(ethertype=0x0805)) == [(510, frame(src=0, ethertype=0x0805))]

@@ -241,10 +241,15 @@ class ExpressionsMixin:
         return v
 
     def x_cond(self, n, ctx, expected):
-        c = self.cond_expr(n.cond, ctx)
+        cv = self.scalar(self.expr(n.cond, ctx), n.cond.loc)
+        if not isinstance(cv.type, T.BoolT):
+            self.err(f"condition must be bool, not {cv.type}", n.cond.loc)
+        c = cv.code
         a, alines = self.captured(ctx, lambda: self.scalar(self.expr(n.a, ctx, expected), n.a.loc))
         b, blines = self.captured(ctx, lambda: self.scalar(self.expr(n.b, ctx, expected), n.b.loc))
         a, b, t = self.unify(a, b, n.loc, "?:")
+        if cv.is_const and a.is_const and b.is_const and not alines and not blines:
+            return lit(a.const if cv.const else b.const, t)       # folded, as p4c folds it
         if not alines and not blines:
             return Val("rv", t, f"({a.code} if {c} else {b.code})")
         cv, r = ctx.temp(), ctx.temp()
