@@ -444,3 +444,21 @@ def test_more_constant_folding_in_entries_conditional_saturating_slices_casts():
     assert run(src, frame(ethertype=0x0801)) == [(2, frame(src=1 << 47, ethertype=0x0801))]
     assert run(src, frame(ethertype=0xffff)) == [(8, frame(src=254, ethertype=0xffff))]
     assert run(src, frame(ethertype=0x0805)) == [(510, frame(src=0, ethertype=0x0805))]
+
+
+def test_selector_keys_without_an_action_selector_are_left_out():
+    from testbed.p4engine.tables import ActionCall, Exact
+    src = program("""
+        action fwd(bit<9> port) { sm.egress_spec = port; }
+        table t {
+            key = { hdr.eth.type : exact; hdr.eth.src : selector; }
+            actions = { fwd; NoAction; }
+        }
+        apply { t.apply(); }""")
+    program_ = compile_source(src)
+    assert [f.name for f in program_.p4info.tables[0].match_fields] == ["hdr.eth.type"]
+    assert not program_.p4info.tables[0].implementation_id
+    assert "selector keys are ignored" in program_.compiled.warnings[0][3]
+    pipe = program_.new_pipeline()
+    pipe.tables["I.t"].insert([Exact(0x0800)], ActionCall("I.fwd", {"port": 3}))
+    assert pipe.process(0, frame(src=77)) == [(3, frame(src=77))]

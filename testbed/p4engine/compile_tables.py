@@ -103,7 +103,10 @@ class TablesMixin:
             info.actions.append((noaction.info, [Node("annotation", d.loc, name="defaultonly", args=[])]))
             action_names.append(noaction.info.name)
         if info.selector_keys and (info.implementation is None or info.implementation.type_name != "action_selector"):
-            self.err(f"table {d.name}: selector keys need implementation = action_selector(...)", d.loc)
+            # p4c-bm2-ss leaves them out of the table (and P4Info) when nothing selects with them
+            self.out.warnings.append((d.loc.file, d.loc.line, d.loc.col, f"table {d.name}: selector keys "
+                                      "are ignored without implementation = action_selector(...)"))
+            info.selector_keys = []
         if info.default_action is None:
             noaction = ctx.scope.lookup("NoAction")
             na = noaction.info if noaction and noaction.kind == "action" else None
