@@ -285,18 +285,20 @@ def test_digest_of_a_struct_with_enum_fields():
         apply {
             meta.d.kind = EtherKind.IPV4;
             meta.d.colour = Colour.GREEN;
+            meta.d.why = error.NoMatch;
             digest<learn_t>(1, meta.d);
-        }""", decls=ENUMS + "struct learn_t { EtherKind kind; Colour colour; }", meta="learn_t d;")
+        }""", decls=ENUMS + "struct learn_t { EtherKind kind; Colour colour; error why; }", meta="learn_t d;")
     program_ = compile_source(src)
     members = program_.p4info.type_info.structs["learn_t"].members
     assert [(m.name, m.type_spec.WhichOneof("type_spec")) for m in members] == \
-        [("kind", "serializable_enum"), ("colour", "enum")]
+        [("kind", "serializable_enum"), ("colour", "enum"), ("why", "error")]
+    assert list(program_.p4info.type_info.error.members)[:3] == ["NoError", "PacketTooShort", "NoMatch"]
     assert [m.name for m in program_.p4info.type_info.enums["Colour"].members] == ["RED", "GREEN", "BLUE"]
     pipe = program_.new_pipeline()
     sent = []
     pipe.digest_callback = lambda name, values: sent.append((name, values))
     pipe.process(0, frame())
-    assert sent == [("learn_t", (0x0800, 1))]
+    assert sent == [("learn_t", (0x0800, 1, 2))]
 
 
 # ------------------------------------------------------------------ other table properties

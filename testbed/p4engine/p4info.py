@@ -413,7 +413,11 @@ class _Builder:
         types = dict(getattr(d.type, "fields", ()))
         for field, width in d.fields:
             spec = struct.members.add(name=field).type_spec
-            if not self.enum_type_spec(p, spec, types.get(field)):
+            if isinstance(types.get(field), T.ErrorT):      # p4c: the error type, listed in type_info
+                spec.error.SetInParent()
+                if not p.type_info.error.members:
+                    p.type_info.error.members.extend(getattr(self.c, "errors", None) or [])
+            elif not self.enum_type_spec(p, spec, types.get(field)):
                 spec.bitstring.bit.bitwidth = width
 
     @staticmethod
