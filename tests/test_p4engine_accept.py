@@ -464,3 +464,38 @@ def test_selector_keys_without_an_action_selector_are_left_out():
     pipe = program_.new_pipeline()
     pipe.tables["I.t"].insert([Exact(0x0800)], ActionCall("I.fwd", {"port": 3}))
     assert pipe.process(0, frame(src=77)) == [(3, frame(src=77))]
+
+
+# ------------------------------------------------------------ @name on an action parameter
+
+def test_an_action_parameter_is_known_to_the_control_plane_by_its_name_annotation():
+    # p4c's P4Info (and BMv2's runtime data) call the parameter by its @name; the action's
+    # body, a direct call and a const entry still use the P4 name
+    from testbed.p4engine.tables import ActionCall, Exact
+    src = program("""
+        action fwd(@name("out_port") bit<9> port) { sm.egress_spec = port; }
+        table by_dst {
+            key = { hdr.eth.dst : exact; }
+            actions = { fwd; }
+            const entries = { 0xAA : fwd(3); }
+        }
+        table by_src {
+            key = { hdr.eth.src : exact; }
+            actions = { fwd; }
+            default_action = fwd(port = 4);
+        }
+        apply {
+            if (hdr.eth.type == 0x0801) { fwd(5); }
+            else if (!by_dst.apply().hit) { by_src.apply(); }
+        }""")
+    compiled = compile_source(src)
+    fwd = next(a for a in compiled.p4info.actions if a.preamble.name == "I.fwd")
+    assert [(p.id, p.name, p.bitwidth) for p in fwd.params] == [(1, "out_port", 9)]
+    by_src = next(t for t in compiled.p4info.tables if t.preamble.name == "I.by_src")
+    assert [(a.param_id, int.from_bytes(a.value, "big")) for a in by_src.initial_default_action.arguments] == [(1, 4)]
+    pipeline = compiled.new_pipeline()
+    assert [port for port, _ in pipeline.process(0, frame(dst=0xAA))] == [3]       # const entry
+    assert [port for port, _ in pipeline.process(0, frame(dst=0xBB))] == [4]       # default action
+    assert [port for port, _ in pipeline.process(0, frame(ethertype=0x0801))] == [5]  # direct call
+    pipeline.tables["I.by_src"].insert([Exact(0x000000000001)], ActionCall("I.fwd", {"out_port": 7}))
+    assert [port for port, _ in pipeline.process(0, frame(dst=0xBB))] == [7]       # a control-plane entry

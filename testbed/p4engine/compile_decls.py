@@ -677,7 +677,9 @@ class DeclarationsMixin:
                 if not (isinstance(pt, (T.BitT, T.BoolT)) or (isinstance(pt, T.EnumT) and pt.base)):
                     self.err(f"action parameter '{p.name}' must be bit<W>, int<W> or bool (not {pt})", p.loc)
                 local = f"p{i}"
-                em.line(f"{local} = A[{p.name!r}]")
+                control_name = anno_string(p.annos, "name") or p.name
+                info.control_names[p.name] = control_name
+                em.line(f"{local} = A[{control_name!r}]")
                 ascope.declare(p.name, Sym("var", Val("rv", pt, local)))
             else:
                 base = self.alloc(pt, f"{name}.{p.name}")

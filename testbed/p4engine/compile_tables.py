@@ -221,7 +221,7 @@ class TablesMixin:
             if isinstance(pt, T.BitT):
                 cv = wrap(cv, pt) & pt.mask
             args[pn] = int(cv)
-        return (ai, args)
+        return (ai, ai.control_args(args))
 
     def const_entries(self, info, node, ctx):
         from . import tables as tb

@@ -66,7 +66,7 @@ def call_action(self, ai, n, ctx):
         self.actions_called_by.setdefault(ctx.action.name, set()).add(ai.name)
     params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in ai.params]
     values, copy_out = _bind_args(self, params, n, ctx, f"action {ai.name}", ai.decl.params)
-    args = ", ".join(f"{k!r}: {v.code}" for k, v in values.items())
+    args = ", ".join(f"{k!r}: {v.code}" for k, v in ai.control_args(values).items())
     _call_with_copy_out(self, f"{ai.fn}(S, {{{args}}})", copy_out, ctx)
     return None
 

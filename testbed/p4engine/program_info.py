@@ -12,10 +12,17 @@ class ActionInfo:
         self.name, self.decl, self.params, self.fn, self.annos = name, decl, params, fn, annos
         # params: list of (name, direction, type); P4Info params are the directionless ones
         self.inout_slots = {}
+        # a directionless parameter's control-plane name (its @name, else its own): what table
+        # entries, P4Info and STF call it, and the key the action reads its value under
+        self.control_names = {}
 
     @property
     def runtime_params(self):
-        return [(n, T.width_of(t) or 0) for n, d, t in self.params if d is None]
+        return [(self.control_names.get(n, n), T.width_of(t) or 0) for n, d, t in self.params if d is None]
+
+    def control_args(self, args):
+        """`args` by parameter name -> by control-plane name."""
+        return {self.control_names.get(k, k): v for k, v in args.items()}
 
 
 class TableInfo:
