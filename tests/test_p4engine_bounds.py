@@ -43,6 +43,28 @@ def test_a_huge_constant_shift_of_a_sized_value_compiles():
     assert "MyIngress.pkt_count" in program.compiled.externs      # compiled, nothing built huge
 
 
+def test_folded_constants_beyond_python_s_decimal_limit_compile_and_run():
+    # 1 << 20000 has 6021 decimal digits: more than str(int) will write (4300)
+    from test_p4engine_accept import frame, program, run
+    big = 1 << 20000
+    src = program("""apply {
+        hdr.eth.type = (bit<16>)((1 << 20000) / 3 + 0x1234);
+        if ((1 << 20000) < (1 << 20001)) { hdr.eth.src = ((bit<30000>)(1 << 20000) + 5)[47:0]; }
+        sm.egress_spec = 1;
+    }""")
+    (_, out), = run(src, frame())
+    assert int.from_bytes(out[12:14], "big") == (big // 3 + 0x1234) & 0xFFFF
+    assert int.from_bytes(out[6:12], "big") == 5
+    message = refused_text(program("register<bit<8>>(1 << 20000) r; apply { }"))
+    assert "size must be from 0 to 4194304, got (a 20001-bit number)" in message
+
+
+def refused_text(source):
+    with pytest.raises(P4Error) as info:
+        compile_source(source, "big.p4")
+    return str(info.value)
+
+
 def test_table_size_beyond_the_bound_is_located():
     base = open(os.path.join(os.path.dirname(__file__), "p4", "rt_tables_exact.p4")).read()
     with pytest.raises(P4Error, match=r"big\.p4:\d+:\d+: error: table dmac: size must be from 0 to 4194304"):

@@ -2,7 +2,7 @@
 local declarations, extern instances, sub-block instances and actions (a Compiler mixin)."""
 from . import p4types as T
 from .codegen import Emitter
-from .compile_values import agg, Ctx, lit, lv, Scope, Sym, Val, wrap
+from .compile_values import agg, const_text, Ctx, lit, lv, Scope, Sym, Val, wrap
 from .program_info import ActionInfo, anno, anno_string, ExternInfo
 from .resource_limits import MAX_BIT_WIDTH, MAX_EXTERN_SIZE, MAX_STACK_SIZE
 from .syntax import Node
@@ -246,9 +246,10 @@ class DeclarationsMixin:
         """v1model.p4's __v1model_version (set with #define V1MODEL_VERSION) must name a version
         p4c knows; its value selects parts of the architecture."""
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            self.err(f"{value}: expected v1model version to be a non-negative number", loc)
+            self.err(f"{const_text(value) if isinstance(value, int) else value}: expected v1model version "
+                     "to be a non-negative number", loc)
         if not V1MODEL_VERSIONS[0] <= value <= V1MODEL_VERSIONS[1]:
-            self.err(f"{value}: unknown v1model version; initial supported version is {V1MODEL_VERSIONS[0]}, "
+            self.err(f"{const_text(value)}: unknown v1model version; initial supported version is {V1MODEL_VERSIONS[0]}, "
                      f"latest is {V1MODEL_VERSIONS[1]}", loc)
 
     def header_struct_leaves(self, st, name, loc):
@@ -548,7 +549,8 @@ class DeclarationsMixin:
                 self.err(f"{tname} {name}: {what} must be a compile-time constant", loc)
             value = args[i].const
             if what == "size" and not (isinstance(value, int) and 0 <= value <= MAX_EXTERN_SIZE):
-                self.err(f"{tname} {name}: size must be from 0 to {MAX_EXTERN_SIZE}, got {value}", loc)
+                self.err(f"{tname} {name}: size must be from 0 to {MAX_EXTERN_SIZE}, got "
+                         f"{const_text(value) if isinstance(value, int) else value}", loc)
             return value
 
         if tname == "register":

@@ -1,10 +1,14 @@
 """Expressions: every expression kind typed and translated to Python over the state list `S`,
 with constant folding and width-correct arithmetic (a Compiler mixin)."""
+import operator
+
 from . import p4types as T
 from .codegen import slot_add
-from .compile_values import agg, const_arith, lit, lv, py_op, Sym, Val, wrap
+from .compile_values import agg, const_arith, const_text, lit, lv, py_op, Sym, Val, wrap
 from .program_info import expr_text
 from .resource_limits import MAX_CONST_SHIFT
+
+ORDER = {"<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge}
 
 
 class ExpressionsMixin:
@@ -362,10 +366,11 @@ class ExpressionsMixin:
                 self.limits.shift(n, b)
             if a.is_const and b.is_const:
                 if b.const < 0:
-                    self.err(f"negative shift amount {b.const}", n.right.loc)
+                    self.err(f"negative shift amount {const_text(b.const)}", n.right.loc)
                 if op == "<<" and b.const > MAX_CONST_SHIFT:    # never build the huge number
                     if not isinstance(t, T.BitT):
-                        self.err(f"shift amount {b.const} is too large for an unsized constant", n.right.loc)
+                        self.err(f"shift amount {const_text(b.const)} is too large for an unsized constant",
+                                 n.right.loc)
                     return lit(0, t)
                 r = a.const << b.const if op == "<<" else a.const >> b.const
                 return lit(wrap(r, t) if isinstance(t, T.BitT) else r, t)
@@ -391,7 +396,7 @@ class ExpressionsMixin:
             if not isinstance(t, (T.BitT, T.IntLitT)):
                 self.err(f"'{op}' needs numbers, not {t}", n.loc)
             if a.is_const and b.is_const:
-                return lit(eval(f"{a.const} {op} {b.const}"), T.BOOL)
+                return lit(ORDER[op](a.const, b.const), T.BOOL)
             return Val("rv", T.BOOL, f"({a.code} {op} {b.code})")
         if not isinstance(t, (T.BitT, T.IntLitT)):
             self.err(f"'{op}' needs numbers, not {t}", n.loc)

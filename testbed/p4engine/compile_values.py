@@ -36,7 +36,18 @@ class Val:
 def lit(value, typ):
     if isinstance(value, bool):
         return Val("rv", typ, repr(value), const=value)
-    return Val("rv", typ, str(value), const=value)
+    return Val("rv", typ, int_code(value), const=value)
+
+
+def int_code(value):
+    """Python source for an int: in hex once it is long, since str() refuses more than 4300
+    decimal digits (a folded constant such as 1 << 20000 has 6021)."""
+    return str(value) if value.bit_length() < 4096 else hex(value)
+
+
+def const_text(value):
+    """A constant for a message: its digits, or its size when they would fill the screen."""
+    return str(value) if value.bit_length() <= 128 else f"(a {value.bit_length()}-bit number)"
 
 
 def lv(slot, typ):
