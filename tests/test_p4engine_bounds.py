@@ -55,6 +55,22 @@ def test_folded_constants_beyond_python_s_decimal_limit_compile_and_run():
     (_, out), = run(src, frame())
     assert int.from_bytes(out[12:14], "big") == (big // 3 + 0x1234) & 0xFFFF
     assert int.from_bytes(out[6:12], "big") == 5
+    # masks of the widest types are as long: bit<20000> arithmetic, slices and a slice assignment
+    src = program("""apply {
+        bit<20000> wide = 0;
+        wide[19999:19984] = 16w0xBEEF;
+        wide = wide + (wide >> 19984) - 1;
+        int<20000> signed_wide = (int<20000>)wide;
+        hdr.eth.type = wide[19999:19984];
+        hdr.eth.src = (bit<48>)(wide[47:0]) |+| (bit<48>)(signed_wide >> 19990)[47:0];
+        sm.egress_spec = 1;
+    }""")
+    (_, out), = run(src, frame())
+    wide = (0xBEEF << 19984) + 0xBEEF - 1
+    signed = wide - (1 << 20000) if wide >> 19999 else wide
+    assert int.from_bytes(out[12:14], "big") == 0xBEEF
+    expected_src = min((wide & (2 ** 48 - 1)) + ((signed >> 19990) & (2 ** 48 - 1)), 2 ** 48 - 1)
+    assert int.from_bytes(out[6:12], "big") == expected_src
     message = refused_text(program("register<bit<8>>(1 << 20000) r; apply { }"))
     assert "size must be from 0 to 4194304, got (a 20001-bit number)" in message
 

@@ -42,5 +42,5 @@ def as_uint(v):
     if isinstance(t, T.EnumT) and t.base is not None:
         t = t.base
     if isinstance(t, T.BitT) and t.signed:
-        return f"({v.code} & {t.mask})"
+        return f"({v.code} & {t.mask:#x})"
     return v.code

@@ -221,7 +221,7 @@ def unpack_tuple(self, t, var, header=True):
         shift -= w
         code = f"{var} >> {shift}" if shift else var
         if shift + w < total:
-            code = f"({code}) & {(1 << w) - 1}"
+            code = f"({code}) & {(1 << w) - 1:#x}"
         if isinstance(ft, T.BoolT):
             code = f"({code}) == 1"
         elif ft.signed:
@@ -279,7 +279,7 @@ def _struct_unpack(self, fields, ctx, var, at="o"):
             shift -= ft.width
             code = f"({value}) >> {shift}" if shift else value
             if shift + ft.width < nbytes * 8:
-                code = f"({code}) & {ft.mask}"
+                code = f"({code}) & {ft.mask:#x}"
             if ft.width == 0:
                 code = "0"
             elif isinstance(ft, T.BoolT):
@@ -302,7 +302,7 @@ def _struct_pack(self, fields, slots):
                 continue
             f = f"S[{slots[i]}]"
             if ft.signed:
-                f = f"({f} & {ft.mask})"
+                f = f"({f} & {ft.mask:#x})"
             parts.append(f"{f} << {shift}" if shift else f)
         value = " | ".join(parts)
         rest = nbytes
@@ -313,7 +313,7 @@ def _struct_pack(self, fields, slots):
                 continue
             piece = f"({value}) >> {rest * 8}" if rest else f"({value})" if " " in value else value
             if rest + size < nbytes:
-                piece = f"({piece}) & {(1 << size * 8) - 1}"
+                piece = f"({piece}) & {(1 << size * 8) - 1:#x}"
             items.append(piece)
     return f"{_struct_name(self, fields)}.pack({', '.join(items)})" if items else None
 
@@ -438,7 +438,7 @@ def flatten(self, v, loc):
                     out.append((code, None, v.slot))
                     continue
                 if ft.signed:
-                    code = f"({code} & {ft.mask})"
+                    code = f"({code} & {ft.mask:#x})"
                 out.append((code, ft.width, v.slot))
             return out
         if isinstance(t, T.StructT):

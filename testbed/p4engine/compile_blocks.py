@@ -2,7 +2,7 @@
 bodies (a Compiler mixin)."""
 from . import p4types as T
 from .codegen import Emitter
-from .compile_values import Ctx, Scope, Val
+from .compile_values import Ctx, int_code, Scope, Val
 from .parser_loops import reaches_an_end
 
 
@@ -156,10 +156,10 @@ class BlocksMixin:
         if item.kind == "ks_default":
             return None
         if item.kind == "ks_mask":
-            return f"{kc} & {cv(item.mask)} == {cv(item.value) & cv(item.mask)}"
+            return f"{kc} & {int_code(cv(item.mask))} == {int_code(cv(item.value) & cv(item.mask))}"
         if item.kind == "ks_range":
-            return f"{cv(item.low)} <= {kc} <= {cv(item.high)}"
-        return f"{kc} == {cv(item)}"
+            return f"{int_code(cv(item.low))} <= {kc} <= {int_code(cv(item.high))}"
+        return f"{kc} == {int_code(cv(item))}"
 
     # ------------------------------------------------------------------------- controls
     def compile_control(self, decl, name, scope, role):

@@ -37,15 +37,15 @@ class ExpressionsMixin:
         """Python code for `code` wrapped to type t's width (parenthesized: used inside larger code)."""
         if t.signed:
             h = 1 << (t.width - 1)
-            return f"(((({code}) + {h}) & {t.mask}) - {h})"
-        return f"(({code}) & {t.mask})"
+            return f"(((({code}) + {h:#x}) & {t.mask:#x}) - {h:#x})"
+        return f"(({code}) & {t.mask:#x})"
 
     def scalar(self, v, loc):
         if v.kind in ("rv", "lv"):
             return v
         if v.kind == "slice_lv":
             base, hi, lo = v.info
-            return Val("rv", T.BitT(hi - lo + 1), f"(({base.code} >> {lo}) & {(1 << (hi - lo + 1)) - 1})")
+            return Val("rv", T.BitT(hi - lo + 1), f"(({base.code} >> {lo}) & {(1 << (hi - lo + 1)) - 1:#x})")
         if v.kind == "apply":
             self.err("a table apply result must be used with .hit, .miss or .action_run", loc)
         if v.kind in ("agg", "list"):
@@ -226,7 +226,7 @@ class ExpressionsMixin:
         w = hi - lo + 1
         if b.is_const:
             return lit((b.const >> lo) & ((1 << w) - 1), T.BitT(w))
-        return Val("rv", T.BitT(w), f"(({b.code} >> {lo}) & {(1 << w) - 1})")
+        return Val("rv", T.BitT(w), f"(({b.code} >> {lo}) & {(1 << w) - 1:#x})")
 
     def x_list(self, n, ctx, expected):
         items = []
@@ -300,7 +300,7 @@ class ExpressionsMixin:
             return lit(wrap(~v.const, t), t)
         if t.signed:
             return Val("rv", t, f"(~{v.code})")
-        return Val("rv", t, f"({v.code} ^ {t.mask})")
+        return Val("rv", t, f"({v.code} ^ {t.mask:#x})")
 
     def x_binop(self, n, ctx, expected):
         op = n.op
@@ -348,8 +348,8 @@ class ExpressionsMixin:
             t = T.BitT(w, a.type.signed)
             if a.is_const and b.is_const:
                 return lit(wrap(((a.const & a.type.mask) << b.type.width) | (b.const & b.type.mask), t), t)
-            bcode = b.code if not b.type.signed else f"({b.code} & {b.type.mask})"
-            acode = a.code if not a.type.signed else f"({a.code} & {a.type.mask})"
+            bcode = b.code if not b.type.signed else f"({b.code} & {b.type.mask:#x})"
+            acode = a.code if not a.type.signed else f"({a.code} & {a.type.mask:#x})"
             code = f"(({acode} << {b.type.width}) | {bcode})"
             return Val("rv", t, self.wrap_code(code, t) if t.signed else code)
         if op in ("<<", ">>"):
@@ -412,7 +412,7 @@ class ExpressionsMixin:
             if t.signed:
                 h = 1 << (t.width - 1)
                 return Val("rv", t, f"max(-{h}, min({h - 1}, {a.code} + {b.code}))")
-            return Val("rv", t, f"min({t.mask}, {a.code} + {b.code})")
+            return Val("rv", t, f"min({t.mask:#x}, {a.code} + {b.code})")
         if op == "|-|":
             if t.signed:
                 h = 1 << (t.width - 1)

@@ -229,7 +229,7 @@ class StatementsMixin:
             base, hi, lo = lhs.info
             rv = self.convert(self.scalar(rhs, loc), T.BitT(hi - lo + 1), loc)
             m = ((1 << (hi - lo + 1)) - 1) << lo
-            em.line(f"{base.code} = ({base.code} & {base.type.mask ^ m}) | (({rv.code} << {lo}) & {m})")
+            em.line(f"{base.code} = ({base.code} & {base.type.mask ^ m:#x}) | (({rv.code} << {lo}) & {m:#x})")
             return
         if lhs.kind == "agg":
             if rhs.kind == "agg":

@@ -42,7 +42,7 @@ def lit(value, typ):
 def int_code(value):
     """Python source for an int: in hex once it is long, since str() refuses more than 4300
     decimal digits (a folded constant such as 1 << 20000 has 6021)."""
-    return str(value) if value.bit_length() < 4096 else hex(value)
+    return hex(value) if isinstance(value, int) and value.bit_length() >= 4096 else str(value)
 
 
 def const_text(value):

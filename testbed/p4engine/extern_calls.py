@@ -134,9 +134,9 @@ def call_extern_func(self, fname, n, ctx):
         tw = T.width_of(target.type)
         if mx.is_const:
             m = int(mx.const) or 1
-            code = f"({as_uint(base)} + {fn}({packed}) % {m}) & {(1 << tw) - 1}"
+            code = f"({as_uint(base)} + {fn}({packed}) % {m:#x}) & {(1 << tw) - 1:#x}"
         else:
-            code = f"({as_uint(base)} + {fn}({packed}) % ({as_uint(mx)} or 1)) & {(1 << tw) - 1}"
+            code = f"({as_uint(base)} + {fn}({packed}) % ({as_uint(mx)} or 1)) & {(1 << tw) - 1:#x}"
         self.store(target, code, ctx, n.loc)
         return None
     if fname == "random":
@@ -222,7 +222,7 @@ def call_extern_func(self, fname, n, ctx):
         packed = self.pack_code(self.flatten(data, n.args[1].loc), ctx)
         if fname.endswith("with_payload"):
             packed = f"{packed} + S[{H_PKT}][S[{H_POFF}]:]"
-        value = f"{fn}({packed}) & {(1 << w) - 1}"
+        value = f"{fn}({packed}) & {(1 << w) - 1:#x}"
         if fname.startswith("verify"):
             em.line(f"if {value} != {as_uint(csum_s)}: S[{sm['checksum_error']}] = 1")
         else:
