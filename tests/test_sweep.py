@@ -155,13 +155,15 @@ def dask_cluster(tmp_path_factory):
                                       cwd=tmp, start_new_session=True))
         log.close()
     try:
-        start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(info)])
+        # --no-dashboard would still open Dask's HTTP port (health, metrics) on every interface
+        loopback_http = ["--dashboard-address", "127.0.0.1:0"]
+        start(["scheduler", "--host", "127.0.0.1", "--port", "0", *loopback_http, "--scheduler-file", str(info)])
         deadline = time.monotonic() + 120
         while not info.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         address = json.loads(info.read_text())["address"]
         for _ in range(2):
-            start(["worker", address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"])
+            start(["worker", address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", *loopback_http])
         with Client(address, timeout="60s", set_as_default=False) as client:
             client.wait_for_workers(2, timeout=120)
             pids = client.run(os.getpid)           # {worker address: pid}
