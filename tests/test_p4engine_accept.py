@@ -499,3 +499,42 @@ def test_an_action_parameter_is_known_to_the_control_plane_by_its_name_annotatio
     assert [port for port, _ in pipeline.process(0, frame(ethertype=0x0801))] == [5]  # direct call
     pipeline.tables["I.by_src"].insert([Exact(0x000000000001)], ActionCall("I.fwd", {"out_port": 7}))
     assert [port for port, _ in pipeline.process(0, frame(dst=0xBB))] == [7]       # a control-plane entry
+
+
+# ------------------------------------------------------------------ switch labels
+
+def test_switch_labels_are_constant_expressions_enum_members_and_folded_values():
+    src = program("""
+        apply {
+            EtherKind kind = (EtherKind)hdr.eth.type;
+            switch (kind) {
+                EtherKind.IPV4: { sm.egress_spec = 1; }
+                EtherKind.ARP:
+                default: { sm.egress_spec = 2; }
+            }
+            switch (hdr.eth.dst[7:0]) {
+                8w0x50 + 8w0x5A: { hdr.eth.src = 0xAA; }     // 0xAA
+                (8w0xBB): { hdr.eth.src = 0xBB; }
+            }
+        }""", decls=ENUMS)
+    pipe = compile_source(src).new_pipeline()
+    assert pipe.process(0, frame(dst=0xAA)) == [(1, frame(dst=0xAA, src=0xAA))]
+    assert pipe.process(0, frame(dst=0xBB, ethertype=0x0806)) == [(2, frame(dst=0xBB, src=0xBB, ethertype=0x0806))]
+    assert pipe.process(0, frame(dst=0xCC, ethertype=0x86DD)) == [(2, frame(dst=0xCC, ethertype=0x86DD))]
+
+
+@pytest.mark.parametrize("labels, message", [
+    ("8w1: { } 8w0 + 8w1: { }", "duplicate switch label"),
+    ("hdr.eth.type[7:0]: { }", "switch labels must be constants"),
+])
+def test_switch_labels_p4c_refuses(labels, message):
+    src = program(f"apply {{ switch (hdr.eth.dst[7:0]) {{ {labels} }} }}")
+    assert message in refused(src)
+
+
+def test_an_action_run_switch_takes_action_names_only():
+    src = program("""
+        action a() { }
+        table t { key = { hdr.eth.dst : exact; } actions = { a; } }
+        apply { switch (t.apply().action_run) { 8w1: { } } }""")
+    assert "takes action names as labels" in refused(src)

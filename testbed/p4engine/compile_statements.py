@@ -144,6 +144,9 @@ class StatementsMixin:
             names.update({ai.name: ai for ai, _ in table.actions})
 
             def condition(case):
+                if not isinstance(case.label, str):
+                    self.err(f"a switch on {table.decl.name}.apply().action_run takes action names "
+                             f"as labels", case.loc)
                 if case.label not in names:
                     self.err(f"'{case.label}' is not an action of table {table.decl.name}", case.loc)
                 return f"{t} == {names[case.label].name!r}"
@@ -151,12 +154,17 @@ class StatementsMixin:
             v = self.scalar(v, s.expr.loc)
             em.line(f"{t} = {v.code}")
 
+            values = set()
+
             def condition(case):
                 lab = case.label
                 node = lab if isinstance(lab, Node) else Node("name", case.loc, name=lab)
                 cvv = self.expr(node, ctx, v.type)
                 if not cvv.is_const:
                     self.err("switch labels must be constants", case.loc)
+                if cvv.code in values:
+                    self.err("duplicate switch label: another label has the same value", case.loc)
+                values.add(cvv.code)
                 return f"{t} == {cvv.code}"
         self.switch_cases(s.cases, condition, ctx)
 

@@ -116,7 +116,7 @@ exit_stmt: "exit" ";"
 return_stmt: "return" expr? ";"
 switch_stmt: "switch" "(" expr ")" "{" switch_case* "}"
 switch_case: switch_label ":" block?
-?switch_label: any_name | "default" -> sw_default | INT -> sw_int
+?switch_label: "default" -> sw_default | expr | TYPE_IDENT   // a constant expression, or an action name
 var_decl: [annotations] type_ref member_name ("=" expr)? ";"
 for_stmt: "for" "(" for_items ";" [expr] ";" for_items ")" _stmt
 for_items: [for_item ("," for_item)*]

@@ -816,16 +816,13 @@ class AstBuilder(Transformer):
         label = ch[0]
         if _tok(label):
             label = str(label)
+        elif isinstance(label, Node) and label.kind == "name":
+            label = label.name          # an action name (action_run) or a constant's
         return Node("switch_case", self._loc(meta), label=label, body=ch[1] if len(ch) > 1 else None)
 
     @v_args(meta=True)
     def sw_default(self, meta, ch):
         return Node("sw_default", self._loc(meta))
-
-    @v_args(meta=True)
-    def sw_int(self, meta, ch):
-        v, w, s = parse_int_literal(str(ch[0]), self._loc(meta))
-        return Node("int", self._loc(meta), value=v, width=w, signed=s)
 
     @v_args(meta=True)
     def var_decl(self, meta, ch):
