@@ -62,6 +62,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.functions_called_by = {}    # ("action", name) | ("function", id) -> ids of functions it calls
         self.switches_in_functions = {}  # id of a function declaration -> (its name, its first switch)
         self.sub_parsers = 0             # sub-parsers compiled so far (they share a step budget)
+        self.parser_depth = 0            # parsers being compiled, one inside the other
 
     # ------------------------------------------------------------------------- diagnostics
     def err(self, msg, loc):
@@ -101,6 +102,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             self.err("the program declares no package instance 'main' (expected V1Switch(...) main;)", loc)
         self.build_pipeline(main.info)
         self.check_switches_in_actions()
+        self.finish_value_sets()
         if self.limits is not None:
             self.limits.program_end(self.out.tables.values(), self.out.applied_tables, self.used_actions())
             self.limits.raise_if_breached(self.smap)

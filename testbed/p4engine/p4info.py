@@ -188,6 +188,7 @@ class _Builder:
         self.externs = list(compiled.externs.values())
         self.digests = list(getattr(compiled, "digests", {}).values())
         self.headers = [h for h in getattr(compiled, "controller_headers", []) if not _hidden(h[2])]
+        self.value_sets = [v for v in getattr(compiled, "value_sets", {}).values() if not _hidden(v.annos)]
         self.table_of = {}     # extern name -> [table names] using it (implementation / direct)
         for t in self.tables:
             for ext in (t.implementation, t.direct_counter, t.direct_meter):
@@ -225,6 +226,8 @@ class _Builder:
             add(PREFIX.DIGEST, d.name, getattr(d, "annos", None))
         for name, htype, annos in self.headers:
             add(PREFIX.CONTROLLER_HEADER, htype.name, annos)
+        for v in self.value_sets:
+            add(PREFIX.VALUE_SET, v.name, v.annos, v.loc)
         self.ids.assign()
         self.aliases = shortest_unique_suffixes([name for _, name in self.ids.symbols])
 
@@ -264,7 +267,23 @@ class _Builder:
             self.digest(p, d)
         for name, htype, annos in self.headers:
             self.controller_header(p.controller_packet_metadata.add(), name, htype)
+        for v in self.value_sets:
+            self.value_set(p.value_sets.add(), v)
         return p
+
+    def value_set(self, msg, v):
+        """A parser value set as p4c lists it: a bit<W> element is one unnamed exact match
+        field; a struct's fields are named, typed by @match (exact by default)."""
+        self.preamble(msg, PREFIX.VALUE_SET, v.name)
+        for (name, kind, width), field_id, annos in zip(v.fields, field_ids(v.field_annos), v.field_annos):
+            mf = msg.match.add(id=field_id, bitwidth=width)
+            if name is not None:
+                mf.name = name
+            if kind in MATCH_TYPES:
+                mf.match_type = MATCH_TYPES[kind]
+            else:
+                mf.other_match_type = kind
+        msg.size = v.size
 
     def table(self, msg, t):
         self.preamble(msg, PREFIX.TABLE, t.name)

@@ -133,6 +133,7 @@ class Pipeline:
         for name, info in c.externs.items():
             if info.type_name in by_kind:
                 by_kind[info.type_name][name] = g[info.pyname]
+        self.value_sets = {name: g[info.pyname] for name, info in c.value_sets.items()}
 
         ep = c.entry_points
         self._parse = g[ep["parser"]]

@@ -57,6 +57,21 @@ class ExternInfo:
         self.kind_arg = None     # counter/meter type, selector algorithm
 
 
+class ValueSetInfo:
+    """A parser's `value_set<elem>(size) name;`: `fields` [(name, match_kind, width)] once a
+    select uses it (p4c leaves unused ones out of P4Info and BMv2's JSON); `depth` is how deep
+    its parser is instantiated (p4c lists a parser's sets before its sub-parsers')."""
+
+    def __init__(self, name, elem, size, annos, loc, depth):
+        self.name, self.elem, self.size, self.annos, self.loc = name, elem, size, annos, loc
+        self.depth = depth
+        self.fields = None
+        self.field_annos = []    # per field: its annotations but @match (P4Info shows them)
+        self.used = False
+        self.obj = None          # the runtime ValueSet (testbed/p4engine/value_sets.py)
+        self.pyname = None
+
+
 class DigestInfo:
     def __init__(self, name, type_, fields):
         self.name, self.type, self.fields = name, type_, fields   # fields: [(name, width)]
@@ -181,6 +196,7 @@ class Compiled:
                 [(name, width)] .annos .decl
     externs     {name: ExternInfo}: .name .type_name .size .width .kind_arg .annos .loc .obj
     digests     {struct type name: DigestInfo}: .name .type .fields [(name, width)]
+    value_sets  {name: ValueSetInfo}: .name .fields [(name, match_kind, width)] .size .annos .obj
     controller_headers  [(annotation string, HeaderT, annotations)]
     called_actions / applied_tables  sets of names (P4Info leaves out the unused, like p4c)
     errors      error names by value; field_lists {index: [slot]}
@@ -200,6 +216,7 @@ class Compiled:
         self.actions = OrderedDict()     # name -> ActionInfo
         self.externs = OrderedDict()     # name -> ExternInfo
         self.digests = OrderedDict()     # name -> DigestInfo
+        self.value_sets = OrderedDict()  # name -> ValueSetInfo (those a select uses)
         self.controller_headers = []     # (name, HeaderT, annos)
         self.errors = []
         self.field_lists = {}            # index -> list of slots (@field_list, clone3/resubmit data)

@@ -423,6 +423,35 @@ class StfRunner:
             raise StfError("register_reset takes NAME")
         self._named("registers", cmd.args[0], "register").reset()
 
+    # -- parser value sets (simple_switch_CLI's pvs_* commands)
+    def _value_set_member(self, cmd):
+        if len(cmd.args) != 2:
+            raise StfError(f"{cmd.name} takes VALUE_SET VALUE")
+        vset = self._named("value_sets", cmd.args[0], "value set")
+        value = fitting(parse_number(cmd.args[1], "value"), vset.width, f"value set {vset.name}", cmd.args[1])
+        return vset, vset.split(value)
+
+    def do_pvs_add(self, cmd):
+        vset, member = self._value_set_member(cmd)
+        vset.add(member)
+
+    def do_pvs_remove(self, cmd):
+        vset, member = self._value_set_member(cmd)
+        vset.remove(member)
+
+    def do_pvs_clear(self, cmd):
+        if len(cmd.args) != 1:
+            raise StfError("pvs_clear takes VALUE_SET")
+        self._named("value_sets", cmd.args[0], "value set").clear()
+
+    def do_pvs_get(self, cmd):
+        if len(cmd.args) != 1:
+            raise StfError("pvs_get takes VALUE_SET")
+        vset = self._named("value_sets", cmd.args[0], "value set")
+        shown = ", ".join("(" + ", ".join(f"{k.value:#x}" if hasattr(k, "value") else repr(k) for k in m) + ")"
+                          for m in vset.members())
+        self.report.note(f"{self.where(cmd)}: {vset.name} = {{{shown}}}")
+
     def _with_direct(self, collection, attribute):
         """The pipeline's externs of a kind plus the direct ones attached to tables."""
         objects = dict(getattr(self.pipeline, collection, None) or {})

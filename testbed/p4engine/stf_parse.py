@@ -30,6 +30,9 @@ Engine extensions (simple_switch_CLI commands, for what bmv2stf cannot say):
     act_prof_remove_member_from_group PROFILE MEMBER GROUP
     act_prof_delete_member PROFILE MEMBER | act_prof_delete_group PROFILE GROUP
     add TABLE KEY... $member(id:N) | $group(id:N)        entry of an indirect table
+    pvs_add VSET VALUE | pvs_remove VSET VALUE | pvs_clear VSET | pvs_get VSET
+        parser value set members; VALUE is the set's fields concatenated (first field in
+        the high bits), matched exactly, as simple_switch_CLI takes it
     meter_set_rates / counter_read / check_counter on a direct meter or counter take
     the entry handle (0, 1, ... in insertion order, like BMv2) or the `= ID` of an add.
 
@@ -102,6 +105,7 @@ _COMMANDS = {
     # simple_switch_CLI commands bmv2stf has no syntax for (engine extension)
     "act_prof_create_member", "act_prof_create_group", "act_prof_add_member_to_group",
     "act_prof_remove_member_from_group", "act_prof_delete_member", "act_prof_delete_group",
+    "pvs_add", "pvs_remove", "pvs_clear", "pvs_get",
 }
 
 

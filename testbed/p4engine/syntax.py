@@ -311,8 +311,10 @@ def _syntax_error(e, loc_of, smap):
             msg = f"syntax error: unexpected '{what}'"
             if tok.type == "TYPE_IDENT":
                 msg += " (a type name here)"
-            if what in ("varbit", "value_set", "abstract", "this"):
+            if what in ("varbit", "abstract", "this"):
                 msg = f"'{what}' is not supported by this engine (outside the P4 subset)"
+            elif what == "value_set":
+                msg = "a value_set can only be declared among a parser's locals, before its states"
         exp = sorted(x for x in (e.expected or ()) if not x.startswith("__"))
         if exp and len(exp) <= 6 and tok.type != "$END":
             msg += "; expected one of " + ", ".join(_pretty_term(x) for x in exp)
@@ -651,7 +653,10 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def value_set_decl(self, meta, ch):
-        raise P4Error("value_set is not supported by this engine (outside the P4 subset)", self._loc(meta))
+        elem, size = [c for c in ch[1:] if isinstance(c, Node)]
+        name = ch[-1]
+        return Node("value_set", self._loc(meta), annos=self._annos(ch[0]), elem=elem, size=size,
+                    name=str(name), name_loc=self._tloc(name))
 
     @v_args(meta=True)
     def parser_state(self, meta, ch):

@@ -49,6 +49,43 @@ def _items(collection):
     return out
 
 
+def _add_matches(matches, fields, keys):
+    """Engine key objects -> FieldMatch messages appended to `matches` (None: left out)."""
+    for field, key in zip(fields, keys):
+        if key is None:
+            continue
+        fm = matches.add(field_id=field.id)
+        kind = type(key).__name__
+        if kind == "Exact":
+            fm.exact.value = encode_int(key.value)
+        elif kind == "Lpm":
+            fm.lpm.value = encode_int(key.value)
+            fm.lpm.prefix_len = key.prefix_len
+        elif kind == "Ternary":
+            fm.ternary.value = encode_int(key.value)
+            fm.ternary.mask = encode_int(key.mask)
+        elif kind == "Range":
+            fm.range.low = encode_int(key.low)
+            fm.range.high = encode_int(key.high)
+        else:
+            fm.optional.value = encode_int(key.value)
+
+
+def _as_kind(key, field):
+    """An Exact key in the form of `field`'s match kind (the same values matched)."""
+    if type(key).__name__ != "Exact" or field.kind == "exact":
+        return key
+    if field.kind == "ternary":
+        return E.Ternary(key.value, (1 << field.bitwidth) - 1)
+    if field.kind == "lpm":
+        return E.Lpm(key.value, field.bitwidth)
+    if field.kind == "range":
+        return E.Range(key.value, key.value)
+    if field.kind == "optional":
+        return E.Optional(key.value)
+    return key
+
+
 class DeviceState:
     """What the server keeps besides the pipeline: PRE entries and digest configs."""
 
@@ -131,19 +168,20 @@ class EntityHandler:
             c = te.meter_config
             self._set_entry(table, info, keys, priority, "meter_config", (c.cir, c.cburst, c.pir, c.pburst))
 
-    def _keys(self, info, matches):
+    def _keys(self, info, matches, owner=None):
+        owner = owner or f"table {info.name}"      # (or a value set's member)
         keys = [None] * len(info.match_fields)
         for fm in matches:
             try:
                 i, field = info.field_by_id[fm.field_id]
             except KeyError:
-                raise invalid(f"table {info.name}: match field id {fm.field_id} is not one of its keys") from None
+                raise invalid(f"{owner}: match field id {fm.field_id} is not one of its keys") from None
             if keys[i] is not None:
-                raise invalid(f"table {info.name}: match field {field.name} given twice")
+                raise invalid(f"{owner}: match field {field.name or fm.field_id} given twice")
             kind = fm.WhichOneof("field_match_type")
             if kind != field.kind:
-                raise invalid(f"table {info.name}: field {field.name} is {field.kind}, got a {kind} match")
-            what = f"table {info.name} field {field.name}"
+                raise invalid(f"{owner}: field {field.name or fm.field_id} is {field.kind}, got a {kind} match")
+            what = f"{owner} field {field.name or fm.field_id}"
             width = field.bitwidth
             if kind == "exact":
                 keys[i] = E.Exact(decode_int(fm.exact.value, width, what))
@@ -177,7 +215,7 @@ class EntityHandler:
                 raise unimplemented(f"{what}: match kind {kind} is not supported")
         for i, field in enumerate(info.match_fields):
             if keys[i] is None and field.kind == "exact":
-                raise invalid(f"table {info.name}: exact field {field.name} is missing")
+                raise invalid(f"{owner}: exact field {field.name or field.id} is missing")
         return keys
 
     def _priority(self, info, priority):
@@ -270,6 +308,15 @@ class EntityHandler:
             raise P4RuntimeError(code_pb2.RESOURCE_EXHAUSTED,
                                  f"group {g.group_id}: total weight exceeds the maximum group size {limit}")
         (profile.insert_group if op == INSERT else profile.modify_group)(g.group_id, members)
+
+    # -- parser value sets --
+    def _write_value_set_entry(self, op, v):
+        # P4Runtime: a value set is only modified, all its members at once
+        info = self.index.value_set(v.value_set_id)
+        self._modify_only(op, f"value set {info.name}")
+        value_set = self._engine("value_sets", info.name, "value set")
+        value_set.replace([self._keys(info, m.match, f"value set {info.name} member")
+                           for m in v.members])
 
     # -- indexed externs --
     def _index_of(self, entry, size, name):
@@ -462,24 +509,7 @@ class EntityHandler:
 
     def _entry_proto(self, info, entry, want_counters=False, want_meters=False):
         out = p4runtime_pb2.TableEntry(table_id=info.id, priority=entry.priority or 0)
-        for field, key in zip(info.match_fields, entry.keys):
-            if key is None:
-                continue
-            fm = out.match.add(field_id=field.id)
-            kind = type(key).__name__
-            if kind == "Exact":
-                fm.exact.value = encode_int(key.value)
-            elif kind == "Lpm":
-                fm.lpm.value = encode_int(key.value)
-                fm.lpm.prefix_len = key.prefix_len
-            elif kind == "Ternary":
-                fm.ternary.value = encode_int(key.value)
-                fm.ternary.mask = encode_int(key.mask)
-            elif kind == "Range":
-                fm.range.low = encode_int(key.low)
-                fm.range.high = encode_int(key.high)
-            else:
-                fm.optional.value = encode_int(key.value)
+        _add_matches(out.match, info.match_fields, entry.keys)
         action = entry.action
         kind = type(action).__name__
         if kind == "MemberRef":
@@ -562,6 +592,16 @@ class EntityHandler:
                 if config:
                     out.config.cir, out.config.cburst, out.config.pir, out.config.pburst = config[:4]
                 yield self._wrap("meter_entry", out)
+
+    def _read_value_set_entry(self, v):
+        for info in self._selected(self.index.value_sets, v.value_set_id, self.index.value_set):
+            value_set = self._engine("value_sets", info.name, "value set")
+            out = p4runtime_pb2.ValueSetEntry(value_set_id=info.id)
+            for member in value_set.members():
+                # a member added exactly (simple_switch_CLI's pvs_add) is shown in its field's kind
+                keys = [_as_kind(key, field) for key, field in zip(member, info.match_fields)]
+                _add_matches(out.members.add().match, info.match_fields, keys)
+            yield self._wrap("value_set_entry", out)
 
     def _read_register_entry(self, r):
         for info in self._selected(self.index.registers, r.register_id, self.index.register):

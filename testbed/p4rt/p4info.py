@@ -59,6 +59,18 @@ class TableInfo:
         self.needs_priority = any(m.kind in ("ternary", "range", "optional") for m in self.match_fields)
 
 
+class ValueSetInfo:
+    """A parser value set: its members' match fields are checked as a table's keys are."""
+
+    def __init__(self, value_set):
+        self.id = value_set.preamble.id
+        self.name = value_set.preamble.name
+        self.match_fields = [MatchField(m.id, m.name, m.bitwidth, MATCH_KINDS.get(m.match_type, m.other_match_type or "unknown"))
+                             for m in value_set.match]
+        self.field_by_id = {m.id: (i, m) for i, m in enumerate(self.match_fields)}
+        self.size = value_set.size
+
+
 class ActionInfo:
     def __init__(self, action):
         self.id = action.preamble.id
@@ -82,6 +94,7 @@ class P4InfoIndex:
         self.direct_meters = {m.preamble.id: m for m in p4info.direct_meters}
         self.registers = {r.preamble.id: r for r in p4info.registers}
         self.digests = {d.preamble.id: d for d in p4info.digests}
+        self.value_sets = {v.preamble.id: ValueSetInfo(v) for v in p4info.value_sets}
         self.table_by_name = {t.name: t for t in self.tables.values()}
         self.action_by_name = {a.name: a for a in self.actions.values()}
         self.digest_by_name = {d.preamble.name: d for d in self.digests.values()}
@@ -122,6 +135,9 @@ class P4InfoIndex:
 
     def digest(self, id_):
         return self._get(self.digests, id_, "digest")
+
+    def value_set(self, id_):
+        return self._get(self.value_sets, id_, "value set")
 
     def type_members(self, type_spec):
         """[(member name, bitwidth)] of a struct type spec, or None for a plain bitstring."""

@@ -538,7 +538,8 @@ def _check_p4info_matches(index, pipeline):
                                 ("action profile", index.action_profiles, "action_profiles"),
                                 ("counter", index.counters, "counters"),
                                 ("meter", index.meters, "meters"),
-                                ("register", index.registers, "registers")):
+                                ("register", index.registers, "registers"),
+                                ("value set", getattr(index, "value_sets", {}), "value_sets")):
         engine = getattr(pipeline, attr, {}) or {}
         for item in mapping.values():
             name = item.name if hasattr(item, "name") else item.preamble.name
@@ -547,6 +548,12 @@ def _check_p4info_matches(index, pipeline):
             size = getattr(engine[name], "size", None)
             if kind in ("counter", "meter", "register") and isinstance(size, int) and item.size != size:
                 raise invalid(f"P4Info {kind} {name!r} has {item.size} cells, the program's has {size}")
+    for info in getattr(index, "value_sets", {}).values():
+        fields = pipeline.value_sets[info.name].fields
+        if [f.bitwidth for f in info.match_fields] != [f.width for f in fields]:
+            raise invalid(f"P4Info value set {info.name} has match fields of "
+                          f"{[f.bitwidth for f in info.match_fields]} bits, the program's are "
+                          f"{[f.width for f in fields]}")
     for info in index.tables.values():
         table = pipeline.tables[info.name]
         if len(table.keys) != len(info.match_fields):
