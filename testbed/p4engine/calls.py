@@ -174,15 +174,10 @@ def call_packet(self, kind, name, n, ctx):
             if len(n.targs) != 1 or n.args:
                 self.err("lookahead takes one type argument and no arguments: lookahead<T>()", n.loc)
             t = self.resolve_type(n.targs[0])
-            if isinstance(t, T.BitT):
-                width = t.width
-            elif isinstance(t, T.HeaderT) and not any(isinstance(ft, T.VarbitT) for _, ft in t.fields):
-                width = t.bit_width
-            elif isinstance(t, T.StructT) and all(isinstance(ft, (T.BitT, T.BoolT)) for _, ft in t.fields):
-                width = sum(T.width_of(ft) for _, ft in t.fields)
-            else:
-                self.err(f"lookahead<{t}> is not supported (use bit<W>, a header type or a struct "
-                         f"of bit<W> fields)", n.loc)
+            width = _lookahead_width(t)
+            if not width:
+                self.err(f"lookahead<{t}> is not supported (use bit<W>, a header, or a struct of "
+                         f"bit<W>, bool, header, header stack or struct fields)", n.loc)
             nbytes = (width + 7) // 8
             tmp = ctx.temp()
             em.line(f"if o + {nbytes} > len(P): raise ParserError({self.errors.index('PacketTooShort')}, o)")
@@ -191,7 +186,11 @@ def call_packet(self, kind, name, n, ctx):
                 code = self.wrap_code(tmp, t) if t.signed else tmp
                 return Val("rv", t, code)
             base = self.alloc(t, "lookahead")
-            em.line(f"S[{base}:{base + t.slots()}] = {self.unpack_tuple(t, tmp, isinstance(t, T.HeaderT))}")
+            if isinstance(t, T.HeaderT) or all(isinstance(ft, (T.BitT, T.BoolT)) for _, ft in t.fields):
+                em.line(f"S[{base}:{base + t.slots()}] = {self.unpack_tuple(t, tmp, isinstance(t, T.HeaderT))}")
+            else:       # nested: its slots in layout order (p4c's ExpandLookahead does the same split)
+                parts = _lookahead_parts(self, t, tmp, [width])
+                em.line(f"S[{base}:{base + t.slots()}] = ({', '.join(parts)},)")
             return agg(base, t)
         if name == "advance":
             need_args(self, n, 1, "advance")
@@ -209,6 +208,44 @@ def call_packet(self, kind, name, n, ctx):
     need_args(self, n, 1, "emit")
     self.emit_code(self.expr(n.args[0], ctx), ctx, n.args[0].loc)
     return None
+
+
+def _lookahead_width(t):
+    """Bits lookahead<t>() reads (p4c's ExpandLookahead: bits, bools, headers without varbit,
+    structs and header stacks of these), or None for a type it cannot take."""
+    if isinstance(t, (T.BitT, T.BoolT)):
+        return T.width_of(t)
+    if isinstance(t, T.HeaderT):
+        widths = [T.width_of(ft) if isinstance(ft, (T.BitT, T.BoolT)) else None for _, ft in t.fields]
+        return None if None in widths else sum(widths)
+    if isinstance(t, T.StackT):
+        w = _lookahead_width(t.elem)
+        return None if w is None else w * t.size
+    if isinstance(t, T.StructT) and not isinstance(t, T.UnionT):
+        widths = [_lookahead_width(ft) for _, ft in t.fields]
+        return None if None in widths else sum(widths)
+    return None
+
+
+def _lookahead_parts(self, t, var, left):
+    """Value codes for `t`'s slots, cut from the int in `var` whose unread low bits number
+    left[0]: a header is valid, a header stack's next index 0, fields taken first to last."""
+    if isinstance(t, (T.BitT, T.BoolT)):
+        w = T.width_of(t)
+        left[0] -= w
+        code = f"({var} >> {left[0]}) & {(1 << w) - 1:#x}"
+        if isinstance(t, T.BoolT):
+            return [f"({code}) == 1"]
+        return [f"({self.wrap_code(code, t)})" if t.signed else f"({code})"]
+    if isinstance(t, T.StackT):
+        parts = ["0"]
+        for _ in range(t.size):
+            parts += _lookahead_parts(self, t.elem, var, left)
+        return parts
+    parts = ["1"] if isinstance(t, T.HeaderT) else []
+    for _, ft in t.fields:
+        parts += _lookahead_parts(self, ft, var, left)
+    return parts
 
 
 def unpack_tuple(self, t, var, header=True):
