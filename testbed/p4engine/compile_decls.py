@@ -115,6 +115,9 @@ class DeclarationsMixin:
             if not isinstance(elem, (T.HeaderT, T.UnionT)):
                 self.err(f"header stacks must hold headers or header unions, not {elem}", node.loc)
             return T.StackT(elem, size)
+        if k == "t_dontcare":
+            self.err("'_' as a type argument (a type left to inference) is not supported here by this "
+                     "engine: write the type", node.loc)
         self.err(f"unsupported type syntax '{k}'", node.loc)
 
     def const_int(self, node, what):
@@ -401,7 +404,8 @@ class DeclarationsMixin:
         bound = {}                  # the package's type variables (H, M) -> types
         if main.type.kind == "t_spec" and len(main.type.args) == len(package.decl.tparams):
             for var, arg in zip(package.decl.tparams, main.type.args):
-                bound[var] = self.resolve_type(arg)
+                if arg.kind != "t_dontcare":        # `_`: inferred from the blocks, as p4c does
+                    bound[var] = self.resolve_type(arg)
         for slot, (role, bd, _) in zip(package.decl.params, block_decls):
             proto = self.types.get(slot.type.name)
             if not isinstance(proto, T.BlockT) or proto.kind not in ("parser_type", "control_type"):

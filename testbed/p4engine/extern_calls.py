@@ -157,7 +157,7 @@ def call_extern_func(self, fname, n, ctx):
             self.err("digest can only be called in the ingress control (BMv2 learns at the end of ingress)",
                      n.loc)
         data = self.expr(n.args[1], ctx)
-        declared = self.resolve_type(n.targs[0]) if n.targs else None
+        declared = self.resolve_type(n.targs[0]) if n.targs and n.targs[0].kind != "t_dontcare" else None
         info = self.digest_info(data, n, declared)
         fields = self.flatten(data, n.args[1].loc)
         vals = ", ".join(code for code, _, _ in fields)

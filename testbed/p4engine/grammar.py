@@ -32,7 +32,8 @@ base_type: "bool"                      -> t_bool
 width: INT | "(" expr ")"
 named_type: TYPE_IDENT
 spec_type: TYPE_IDENT _lt type_list _gt
-type_list: type_ref ("," type_ref)*
+type_list: type_arg ("," type_arg)*
+?type_arg: type_ref | "_" -> t_dontcare       // a type argument left to inference (p4c's typeArg)
 stack_type: type_ref "[" expr "]"
 
 type_params: _lt type_list _gt

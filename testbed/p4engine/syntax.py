@@ -160,7 +160,7 @@ _BUILTIN_TYPES = {"bit", "int", "bool", "varbit", "tuple", "error"}
 def _type_args_follow(data, pos, type_names):
     """After `name<`: do type arguments and `(` follow (a generic call like digest<T>(...))?"""
     m = _TYPE_ARGS.match(data, pos, pos + 200)
-    return bool(m) and (m.group(1) in type_names or m.group(1) in _BUILTIN_TYPES)
+    return bool(m) and (m.group(1) in type_names or m.group(1) in _BUILTIN_TYPES or m.group(1) == "_")
 
 
 def _get_parser():
@@ -462,6 +462,10 @@ class AstBuilder(Transformer):
     @v_args(meta=True)
     def t_tuple(self, meta, ch):
         return Node("t_tuple", self._loc(meta), types=[c for c in ch if isinstance(c, list)][0])
+
+    @v_args(meta=True)
+    def t_dontcare(self, meta, ch):
+        return Node("t_dontcare", self._loc(meta))
 
     @v_args(meta=True)
     def t_bool(self, meta, ch):
