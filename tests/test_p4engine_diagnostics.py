@@ -36,6 +36,9 @@ def ingress(body):
 
 # (what, program text after the prelude, marker: the text the caret must point at, message words)
 CASES = [
+    ("register of a struct (p4c-bm2-ss refuses it: issue907-bmv2)",
+     "struct S { bit<32> f; }\n" + ingress("    register<S>(32w100) r;\n    apply { S s = { 0 }; r.write(0, s); }")
+     + TAIL, "register<S>(32w100) r", ["register I.r", "bit<W> or int<W>, not S"]),
     ("width mismatch", ingress("    apply { hdr.h.a = hdr.h.b; }") + TAIL, "hdr.h.a = hdr.h.b", ["bit<16>", "bit<8>"]),
     ("unknown name", ingress("    apply { hdr.h.a = nosuch; }") + TAIL, "nosuch", ["unknown name", "nosuch"]),
     ("unknown field", ingress("    apply { hdr.h.c = 1; }") + TAIL, "hdr.h.c", ["no field", "'c'"]),

@@ -562,7 +562,9 @@ class DeclarationsMixin:
                 info.elem_enum = targs[0]         # a serializable enum: stored as its bits
                 targs = [targs[0].base] + list(targs[1:])
             if not targs or not isinstance(targs[0], T.BitT):
-                self.err(f"register {name}: element type must be bit<W> or int<W>", loc)
+                shown = f", not {targs[0]}" if targs else ""
+                self.err(f"register {name}: element type must be bit<W> or int<W>{shown} (p4c-bm2-ss "
+                         f"refuses registers of any other type: BMv2 cells are bit strings)", loc)
             info.width = targs[0].width
             info.size = const_arg(0, "size")
             if len(targs) > 1 and isinstance(targs[1], T.BitT):
