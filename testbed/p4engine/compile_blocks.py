@@ -224,8 +224,8 @@ class BlocksMixin:
             self.err(f"value_set<{elem}>: unsupported type argument for a value set; this version of "
                      f"P4Runtime requires {_VALUE_SET_TYPES}", loc)
         if not isinstance(elem, T.StructT) or isinstance(elem, T.UnionT):
-            self.err(f"value_set<{elem}>: invalid type parameter for a value set; it must be one of "
-                     f"bit<W>, struct, tuple or serializable enum", loc)
+            self.err(f"value_set<{elem}>: invalid type parameter for a value set; the control plane "
+                     f"(P4Runtime) takes {_VALUE_SET_TYPES}", loc)
         fields = []
         for fname, ftype in elem.fields:
             if not isinstance(ftype, T.BitT) or isinstance(ftype, T.NewBitT):
