@@ -538,3 +538,29 @@ def test_an_action_run_switch_takes_action_names_only():
         table t { key = { hdr.eth.dst : exact; } actions = { a; } }
         apply { switch (t.apply().action_run) { 8w1: { } } }""")
     assert "takes action names as labels" in refused(src)
+
+
+def test_a_header_field_of_a_serializable_enum_has_the_enum_type():
+    # p4lang/tutorials' flowcache passes such a field to an action parameter of the enum type
+    src = program("""
+        action classify(EtherKind kind) {
+            sm.egress_spec = kind == EtherKind.ARP ? 9w2 : 9w1;
+        }
+        apply {
+            classify(hdr.tag.kind);
+            switch (hdr.tag.kind) {
+                EtherKind.IPV4: { hdr.tag.kind = EtherKind.OTHER; }
+            }
+            hdr.eth.type = (bit<16>)hdr.tag.kind;
+        }""", decls=ENUMS + "header tag_t { EtherKind kind; }\nstruct tagged_t { eth_t eth; tag_t tag; }")
+    src = src.replace("struct headers_t { eth_t eth; }", "").replace("headers_t", "tagged_t")
+    src = src.replace("pkt.extract(hdr.eth);", "pkt.extract(hdr.eth); pkt.extract(hdr.tag);")
+    src = src.replace("pkt.emit(hdr.eth);", "pkt.emit(hdr.eth); pkt.emit(hdr.tag);")
+
+    def tagged(ethertype, kind):
+        return frame(ethertype=ethertype)[:14] + kind.to_bytes(2, "big") + b"payload"
+    pipe = compile_source(src).new_pipeline()
+    assert pipe.process(0, tagged(0x0800, 0x0806)) == [(2, tagged(0x0806, 0x0806))]
+    assert pipe.process(0, tagged(0x0800, 0x0800)) == [(1, tagged(0xFFFF, 0xFFFF))]
+    assert "cannot use a value of type bit<16> where EtherKind is expected" in refused(
+        src.replace("classify(hdr.tag.kind);", "hdr.tag.kind = hdr.eth.type;"))

@@ -165,8 +165,6 @@ class DeclarationsMixin:
                 elif k == "header":
                     if not isinstance(ft, (T.BitT, T.BoolT)) and not (isinstance(ft, T.EnumT) and ft.base):
                         self.err(f"header field '{f.name}' must be bit<W> or int<W>, not {ft}", f.loc)
-                    if isinstance(ft, T.EnumT):
-                        ft = ft.base
                 fields.append((f.name, ft))
                 annos[f.name] = f.annos
             cls = {"header": T.HeaderT, "struct": T.StructT, "header_union": T.UnionT}[k]

@@ -130,6 +130,19 @@ class EnumT(P4Type):
     def __str__(self):
         return self.name
 
+    # a serializable enum is laid out as its underlying bits (header fields, keys, digests)
+    @property
+    def width(self):
+        return self.base.width if self.base is not None else None
+
+    @property
+    def mask(self):
+        return self.base.mask
+
+    @property
+    def signed(self):
+        return self.base.signed
+
 
 class FieldsT(P4Type):
     aggregate = True
