@@ -97,7 +97,7 @@ def call_method(self, m, n, ctx):
         need_args(self, n, 0, "apply()")
         if ctx.where == "action":
             self.err("tables cannot be applied inside actions", n.loc)
-        self.out.applied_tables.add(sym.info.name)
+        self.note_use("tables", sym.info.name, ctx)
         return Val("apply", None, f"{sym.info.fn}(S)", info=sym.info)
     if sym.kind == "packet":
         return self.call_packet(sym.info, name, n, ctx)

@@ -636,12 +636,13 @@ class DeclarationsMixin:
             v = self.expr(a, ctx, pt)
             if not v.is_const:
                 self.err(f"constructor argument '{p.name}' must be a compile-time constant", a.loc)
-            scope.declare(p.name, Sym("const", self.coerce_const(v.const, pt, a.loc)))
+            scope.declare(p.name, Sym("const", self.coerce_const(v.const, pt, a.loc), info="constructor parameter"))
 
     def instantiate_block(self, bdecl, name, args, ctx, loc):
         """Compile one instance of a control or parser type, its parameters in their own storage
         (the caller copies in and out); returns the instance info call_control applies."""
         scope = Scope(self.globals)
+        self.sub_blocks.add(name)
         self.bind_ctor_args(bdecl, args, ctx, scope, loc)
         params = []
         for p in bdecl.params:

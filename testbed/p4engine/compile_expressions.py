@@ -249,11 +249,15 @@ class ExpressionsMixin:
         if not isinstance(cv.type, T.BoolT):
             self.err(f"condition must be bool, not {cv.type}", n.cond.loc)
         c = cv.code
-        a, alines = self.captured(ctx, lambda: self.scalar(self.expr(n.a, ctx, expected), n.a.loc))
-        b, blines = self.captured(ctx, lambda: self.scalar(self.expr(n.b, ctx, expected), n.b.loc))
+        a, alines = self.captured(ctx, lambda: self.scalar(self.expr(n.a, ctx, expected), n.a.loc),
+                                  unreachable=cv.const is False)
+        b, blines = self.captured(ctx, lambda: self.scalar(self.expr(n.b, ctx, expected), n.b.loc),
+                                  unreachable=cv.const is True)
         a, b, t = self.unify(a, b, n.loc, "?:")
-        if cv.is_const and a.is_const and b.is_const and not alines and not blines:
-            return lit(a.const if cv.const else b.const, t)       # folded, as p4c folds it
+        if cv.is_const:         # folded, as p4c folds it: only the chosen side is evaluated
+            chosen, lines = (a, alines) if cv.const else (b, blines)
+            ctx.em.lines.extend(lines)
+            return chosen
         if not alines and not blines:
             return Val("rv", t, f"({a.code} if {c} else {b.code})")
         cv, r = ctx.temp(), ctx.temp()
@@ -306,10 +310,21 @@ class ExpressionsMixin:
         op = n.op
         if op in ("&&", "||"):
             a = self.scalar(self.expr(n.left, ctx), n.left.loc)
-            b, blines = self.captured(ctx, lambda: self.scalar(self.expr(n.right, ctx), n.right.loc))
+            decided = a.is_const and a.const == (op == "||")     # false && x, true || x
+            b, blines = self.captured(ctx, lambda: self.scalar(self.expr(n.right, ctx), n.right.loc),
+                                      unreachable=decided)
             for v, nd in ((a, n.left), (b, n.right)):
                 if not isinstance(v.type, T.BoolT):
                     self.err(f"'{op}' needs bool operands, not {v.type}", nd.loc)
+            # p4c folds a constant left side (and a constant right side when the left one has
+            # no side effects); what it folds away never runs, so the right side is dropped
+            if decided:
+                return a
+            if a.is_const:
+                ctx.em.lines.extend(blines)
+                return b
+            if b.is_const and not blines and not _has_side_effects(n.left):
+                return b if b.const == (op == "||") else a
             if blines:      # the right side has statements: run them only if it is evaluated
                 r = ctx.temp()
                 ctx.em.line(f"{r} = {a.code}")
@@ -459,11 +474,17 @@ class ExpressionsMixin:
             return agg(base, v.type)
         return self.snapshot(v, ctx)
 
-    def captured(self, ctx, fn):
+    def captured(self, ctx, fn, unreachable=False):
         """Run fn() (which translates an expression) and take back the statements it emitted
-        (calls with copy-out are hoisted into statements): returns (Val, lines)."""
+        (calls with copy-out are hoisted into statements): returns (Val, lines). `unreachable`:
+        the expression is in a branch p4c's constant folding removes (see note_use)."""
         mark = ctx.em.mark()
-        v = fn()
+        outer = ctx.unreachable
+        ctx.unreachable = outer or unreachable
+        try:
+            v = fn()
+        finally:
+            ctx.unreachable = outer
         lines = ctx.em.lines[mark:]
         del ctx.em.lines[mark:]
         return v, lines
@@ -547,3 +568,17 @@ class ExpressionsMixin:
         else:
             return f"(S[{x}:{slot_add(x, t.slots())}] == S[{y}:{slot_add(y, t.slots())}])"
         return "(" + " and ".join(parts) + ")" if parts else "True"
+
+
+def _has_side_effects(node):
+    """Whether an expression calls anything but isValid() (p4c's SideEffects, conservatively)."""
+    if isinstance(node, list):
+        return any(_has_side_effects(item) for item in node)
+    if not hasattr(node, "kind") or not hasattr(node, "__dict__"):
+        return False
+    if node.kind == "call":
+        f = node.func
+        if not (f.kind == "member" and f.name == "isValid"):
+            return True
+    return any(_has_side_effects(value) for value in node.__dict__.values()
+               if isinstance(value, list) or hasattr(value, "kind"))

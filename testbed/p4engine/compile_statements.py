@@ -29,18 +29,18 @@ class StatementsMixin:
                 self.err("expression used as a statement (expected a call or an assignment)", s.loc)
             self.call(s.expr, ctx, statement=True)
         elif k == "if":
-            c = self.cond_expr(s.cond, ctx)
-            em.line(f"if {c}:")
+            c = self.cond_val(s.cond, ctx)
+            em.line(f"if {c.code}:")
             em.indent()
             mark = em.mark()
-            self.stmt_block(s.then, ctx)
+            self.stmt_block(s.then, ctx, unreachable=c.const is False)
             em.ensure_body(mark)
             em.dedent()
             if s.els is not None:
                 em.line("else:")
                 em.indent()
                 mark = em.mark()
-                self.stmt_block(s.els, ctx)
+                self.stmt_block(s.els, ctx, unreachable=c.const is True)
                 em.ensure_body(mark)
                 em.dedent()
         elif k == "block":
@@ -111,8 +111,9 @@ class StatementsMixin:
         self.stmt_block(s.body, body)
         em.dedent()
 
-    def stmt_block(self, s, ctx):
+    def stmt_block(self, s, ctx, unreachable=False):
         c = ctx.child()
+        c.unreachable = c.unreachable or unreachable
         if s.kind == "block":
             self.stmts(s.stmts, c)
         else:
@@ -166,7 +167,32 @@ class StatementsMixin:
                     self.err("duplicate switch label: another label has the same value", case.loc)
                 values.add(cvv.code)
                 return f"{t} == {cvv.code}"
-        self.switch_cases(s.cases, condition, ctx)
+        live = None
+        if v.kind != "apply_action_run" and v.is_const and not self.names_ctor_param(s.expr, ctx):
+            live = self.constant_switch_body(s.cases, v, ctx)
+        self.switch_cases(s.cases, condition, ctx, live)
+
+    def names_ctor_param(self, node, ctx):
+        """p4c's SimplifySwitch leaves a switch on a bare constructor parameter alone."""
+        if node.kind != "name":
+            return False
+        sym = ctx.scope.lookup(node.name)
+        return sym is not None and sym.info == "constructor parameter"
+
+    def constant_switch_body(self, cases, v, ctx):
+        """The one case body a switch on constant `v` runs, as p4c's SimplifySwitch keeps it
+        (the first label that matches, falling through to the next body); -1 when none does."""
+        found = False
+        for i, case in enumerate(cases):
+            lab = case.label
+            if isinstance(lab, Node) and lab.kind == "sw_default":
+                found = True
+            else:
+                node = lab if isinstance(lab, Node) else Node("name", case.loc, name=lab)
+                found = found or self.expr(node, ctx, v.type).const == v.const
+            if found and case.body is not None:
+                return i
+        return -1
 
     def check_switches_in_actions(self):
         """p4c (every back end it ships) turns switch statements into tables, which an action
@@ -200,12 +226,13 @@ class StatementsMixin:
             pending.extend(self.functions_called_by.get(("function", function), ()))
         return None
 
-    def switch_cases(self, cases, condition, ctx):
-        """if/elif/else chain of a switch; labels without a body fall through to the next body."""
+    def switch_cases(self, cases, condition, ctx, live=None):
+        """if/elif/else chain of a switch; labels without a body fall through to the next body.
+        `live`: on a constant switch, the index of the only body that can run."""
         em = ctx.em
         first = True
         pending = []
-        for case in cases:
+        for i, case in enumerate(cases):
             lab = case.label
             cond = None if isinstance(lab, Node) and lab.kind == "sw_default" else condition(case)
             if case.body is None:
@@ -220,15 +247,18 @@ class StatementsMixin:
             first = False
             em.indent()
             mark = em.mark()
-            self.stmt_block(case.body, ctx)
+            self.stmt_block(case.body, ctx, unreachable=live is not None and i != live)
             em.ensure_body(mark)
             em.dedent()
 
     def cond_expr(self, node, ctx):
+        return self.cond_val(node, ctx).code
+
+    def cond_val(self, node, ctx):
         v = self.scalar(self.expr(node, ctx), node.loc)
         if not isinstance(v.type, T.BoolT):
             self.err(f"condition must be bool, not {v.type}", node.loc)
-        return v.code
+        return v
 
     # ------------------------------------------------------------------------- assignment
     def assign(self, lhs, rhs, ctx, loc):

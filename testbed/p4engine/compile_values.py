@@ -95,12 +95,13 @@ class Ctx:
         self.ret_store = None         # where a function returning a header/struct/tuple puts it
         self.in_loop = False          # break/continue allowed
         self.function = None          # the function declaration whose body this is
+        self.unreachable = False      # in a branch p4c's constant folding removes (see note_use)
 
     def child(self):
         c = Ctx(Scope(self.scope), self.em, self.where, self.prefix, self.action, self.parser, self.block_role)
         c.tmp_owner = self
         c.returns, c.ret_store, c.in_loop = self.returns, self.ret_store, self.in_loop
-        c.function = self.function
+        c.function, c.unreachable = self.function, self.unreachable
         return c
 
     def temp(self):

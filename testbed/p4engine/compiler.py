@@ -63,10 +63,34 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.switches_in_functions = {}  # id of a function declaration -> (its name, its first switch)
         self.sub_parsers = 0             # sub-parsers compiled so far (they share a step budget)
         self.parser_depth = 0            # parsers being compiled, one inside the other
+        self.uses = {}                   # block instance -> {"tables"|"actions"|"blocks": names its live code uses}
+        self.sub_blocks = set()          # parser/control instances declared inside another block
 
     # ------------------------------------------------------------------------- diagnostics
     def err(self, msg, loc):
         raise P4Error(msg, loc, self.smap)
+
+    def note_use(self, kind, name, ctx):
+        """Live code of the block being compiled applies table `name` (kind "tables"), calls action
+        `name` ("actions") or applies sub-block instance `name` ("blocks"). Code in a branch p4c
+        folds away (`if (false)`, `false ? a : b`, a switch on a constant) records nothing."""
+        if not ctx.unreachable:
+            self.uses.setdefault(ctx.prefix, {}).setdefault(kind, set()).add(name)
+
+    def resolve_uses(self):
+        """Fill applied_tables and called_actions from the top-level blocks and the sub-blocks
+        they apply: p4c removes an instance nothing applies, and its tables with it."""
+        pending = [owner for owner in self.uses if owner not in self.sub_blocks]
+        seen = set()
+        while pending:
+            owner = pending.pop()
+            if owner in seen:
+                continue
+            seen.add(owner)
+            used = self.uses.get(owner, {})
+            self.out.applied_tables.update(used.get("tables", ()))
+            self.out.called_actions.update(used.get("actions", ()))
+            pending.extend(used.get("blocks", ()))
 
     def used_actions(self):
         """Names of the actions p4c keeps (its unused-declaration pass drops the others): those
@@ -101,6 +125,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             loc = self.decls[-1].loc if self.decls else Loc(self.filename, 1, 1)
             self.err("the program declares no package instance 'main' (expected V1Switch(...) main;)", loc)
         self.build_pipeline(main.info)
+        self.resolve_uses()
         self.check_switches_in_actions()
         self.finish_value_sets()
         if self.limits is not None:

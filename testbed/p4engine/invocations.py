@@ -61,8 +61,8 @@ def call_action(self, ai, n, ctx):
     if ctx.where == "parser":
         self.err("actions cannot be called in a parser", n.loc)
     if ctx.where != "action":
-        self.out.called_actions.add(ai.name)
-    elif ctx.action is not None:
+        self.note_use("actions", ai.name, ctx)
+    elif ctx.action is not None and not ctx.unreachable:
         self.actions_called_by.setdefault(ctx.action.name, set()).add(ai.name)
     params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in ai.params]
     values, copy_out = _bind_args(self, params, n, ctx, f"action {ai.name}", ai.decl.params)
@@ -184,6 +184,7 @@ def compile_function(self, decl, scope, prefix):
 
 def call_control(self, inst, n, ctx):
     fn, params, name, kind = inst
+    self.note_use("blocks", name, ctx)
     plist = [(p.name, "packet" if v is None else (p.direction or "in"), pt, v) for p, pt, v in params]
     _, copy_out = _bind_args(self, plist, n, ctx, f"{name}.apply", [p for p, _, _ in params])
     _call_with_copy_out(self, f"o = {fn}(S, P, o)" if kind == "parser" else f"{fn}(S)", copy_out, ctx)
