@@ -564,3 +564,24 @@ def test_a_header_field_of_a_serializable_enum_has_the_enum_type():
     assert pipe.process(0, tagged(0x0800, 0x0800)) == [(1, tagged(0xFFFF, 0xFFFF))]
     assert "cannot use a value of type bit<16> where EtherKind is expected" in refused(
         src.replace("classify(hdr.tag.kind);", "hdr.tag.kind = hdr.eth.type;"))
+
+
+# ------------------------------------------------------------------ default parameter values
+
+def test_a_default_value_reads_the_names_seen_where_the_parameter_is_declared():
+    # p4c binds a default's names at the declaration: a caller's own K does not change it
+    src = program("""
+        const bit<16> K = 0x0202;
+        action local_set(bit<16> v = K) { hdr.eth.type = v; }
+        apply {
+            const bit<16> K = 0x0303;
+            local_set();
+            hdr.eth.src[15:0] = pick();
+            hdr.eth.dst[15:0] = pick(K);
+        }""", decls="""
+        const bit<16> K = 0x0101;
+        bit<16> pick(in bit<16> v = K) { return v; }""")
+    [(_, out)] = run(src, frame())
+    assert out[12:14] == bytes([2, 2])          # the control's K, where local_set is declared
+    assert out[10:12] == bytes([1, 1])          # the global K, where pick is declared
+    assert out[4:6] == bytes([3, 3])            # an argument given is read where the call is

@@ -295,7 +295,7 @@ class BlocksMixin:
         for l in decl.locals:
             self.declare_local(l, ctx, name)
         mark = em.mark()
-        self.stmts(decl.body.stmts, ctx)
+        self.stmts(decl.body.stmts, ctx.child())   # the apply block is a scope of its own
         em.ensure_body(mark)
         self.em.line(f"def {fn}(S):")
         self.em.lines.extend(em.lines)

@@ -675,6 +675,7 @@ class DeclarationsMixin:
         em.line(f"def {fn}(S, A):")
         em.indent()
         info = ActionInfo(name, d, params, fn, d.annos)
+        info.scope = scope          # where it is declared: its parameters' default values are read there
         for i, p in enumerate(d.params):
             pt = self.resolve_type(p.type)
             params.append((p.name, p.direction, pt))

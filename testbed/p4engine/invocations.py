@@ -8,17 +8,23 @@ from .syntax import Node
 
 
 # ------------------------------------------------------------------------------ actions, functions
-def _bind_args(self, params, n, ctx, what, decls=()):
+def _bind_args(self, params, n, ctx, what, decls=(), decl_scope=None):
     """Copy-in code for (name, direction, type, storage Val) params; returns (by-name values, copy-outs).
-    `decls`: the declared parameter nodes, whose default values stand in for missing arguments."""
+    `decls`: the declared parameter nodes, whose default values stand in for missing arguments;
+    a default's names are those seen where the parameter is declared (`decl_scope`), as in p4c."""
     names = [p[0] for p in params]
     given = positional_args(self, n, names)
     defaults = {p.name: p.default for p in decls if p.default is not None}
     values, copy_out = {}, []
+    caller_ctx = ctx
     for pname, direction, pt, store in params:
         node = given.get(pname, defaults.get(pname))
         if node is None:
             self.err(f"{what}: argument '{pname}' is missing", n.loc)
+        ctx = caller_ctx
+        if pname not in given and decl_scope is not None:
+            ctx = caller_ctx.child()
+            ctx.scope = Scope(decl_scope)
         if direction == "packet":
             continue
         if node.kind == "dontcare":
@@ -65,7 +71,7 @@ def call_action(self, ai, n, ctx):
     elif ctx.action is not None and not ctx.unreachable:
         self.actions_called_by.setdefault(ctx.action.name, set()).add(ai.name)
     params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in ai.params]
-    values, copy_out = _bind_args(self, params, n, ctx, f"action {ai.name}", ai.decl.params)
+    values, copy_out = _bind_args(self, params, n, ctx, f"action {ai.name}", ai.decl.params, ai.scope)
     args = ", ".join(f"{k!r}: {v.code}" for k, v in ai.control_args(values).items())
     _call_with_copy_out(self, f"{ai.fn}(S, {{{args}}})", copy_out, ctx)
     return None
@@ -103,7 +109,7 @@ def call_function(self, info, n, ctx):
     if caller is not None:      # p4c inlines functions: a switch in one called from an action is in that action
         self.functions_called_by.setdefault(caller, set()).add(id(decl))
     fn = self.compile_function(decl, scope, prefix)
-    values, copy_out = _bind_args(self, fn.params, n, ctx, f"function {decl.name}", decl.proto.params)
+    values, copy_out = _bind_args(self, fn.params, n, ctx, f"function {decl.name}", decl.proto.params, scope)
     call_code = f"{fn.pyname}(S)"
     if isinstance(fn.ret, T.VoidT):
         _call_with_copy_out(self, call_code, copy_out, ctx)
@@ -186,7 +192,7 @@ def call_control(self, inst, n, ctx):
     fn, params, name, kind = inst
     self.note_use("blocks", name, ctx)
     plist = [(p.name, "packet" if v is None else (p.direction or "in"), pt, v) for p, pt, v in params]
-    _, copy_out = _bind_args(self, plist, n, ctx, f"{name}.apply", [p for p, _, _ in params])
+    _, copy_out = _bind_args(self, plist, n, ctx, f"{name}.apply", [p for p, _, _ in params], self.globals)
     _call_with_copy_out(self, f"o = {fn}(S, P, o)" if kind == "parser" else f"{fn}(S)", copy_out, ctx)
     return None
 
