@@ -128,13 +128,14 @@ class TablesMixin:
         table_only = {ai.name for ai, an in info.actions if anno(an, "tableonly")}
         default_only = {ai.name for ai, an in info.actions if anno(an, "defaultonly")}
         try:
-            obj = tb.Table(name, keys, action_names, size=info.size, default_action=default,
-                           const_default_action=info.const_default, const_entries=const_entries,
-                           implementation=info.implementation.obj if info.implementation else None,
-                           selector_keys=sel_keys,
-                           direct_counter=info.direct_counter.obj if info.direct_counter else None,
-                           direct_meter=info.direct_meter.obj if info.direct_meter else None,
-                           action_params=action_params, table_only=table_only, default_only=default_only)
+            table_class = tb.IdleTimeoutTable if info.idle_timeout else tb.Table
+            obj = table_class(name, keys, action_names, size=info.size, default_action=default,
+                              const_default_action=info.const_default, const_entries=const_entries,
+                              implementation=info.implementation.obj if info.implementation else None,
+                              selector_keys=sel_keys,
+                              direct_counter=info.direct_counter.obj if info.direct_counter else None,
+                              direct_meter=info.direct_meter.obj if info.direct_meter else None,
+                              action_params=action_params, table_only=table_only, default_only=default_only)
         except (tb.TableError, ValueError) as e:
             self.err(f"table {d.name}: {getattr(e, 'message', e)}", d.loc)
         if info.implementation is not None and info.implementation.obj.actions is None:
@@ -355,7 +356,8 @@ class TablesMixin:
         keys = ", ".join(v.code for _, _, _, v in info.keys)
         if info.keys:
             keys += ","
-        extra = f", S[{sm['packet_length']}], S[{H_NOW}]" if (info.direct_counter or info.direct_meter) else ""
+        timed = info.direct_counter or info.direct_meter or info.idle_timeout
+        extra = f", S[{sm['packet_length']}], S[{H_NOW}]" if timed else ""
         if info.selector_keys:
             sel = ", ".join(v.code if vs is None else f"({v.code} if S[{vs}] else None)"
                             for _, _, v, vs in info.selector_keys) + ","

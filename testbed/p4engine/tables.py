@@ -106,7 +106,8 @@ class Entry:
     """One table entry. `counter` and `meter_config` can be read and assigned."""
 
     __slots__ = ("keys", "action", "priority", "table", "_packets", "_bytes", "meter", "seq",
-                 "_ident", "_check", "rank", "handle")
+                 "_ident", "_check", "rank", "handle", "controller_metadata", "metadata",
+                 "idle_timeout_ns", "last_hit_us", "notified_us")
 
     def __init__(self, table, keys, action, priority, ident, seq, handle):
         self.table = table
@@ -123,6 +124,14 @@ class Entry:
         self._bytes = 0
         self.meter = table.direct_meter.new_cell() if table.direct_meter is not None else None
         self._check = None
+        # What P4Runtime reads back as written (the engine itself never looks at them).
+        self.controller_metadata = 0
+        self.metadata = b""
+        # Idle timeout (tables with support_timeout): the TTL, the switch time (us) of the last
+        # hit (or of the write that set the TTL), and of the last idle notification.
+        self.idle_timeout_ns = 0
+        self.last_hit_us = 0
+        self.notified_us = None
 
     @property
     def counter(self):
@@ -188,6 +197,8 @@ class Table:
       action_params    {action: [(param, width)]} to validate arguments (optional)
       table_only / default_only  action names with @tableonly / @defaultonly
     """
+
+    supports_timeout = False     # (IdleTimeoutTable: support_timeout = true)
 
     def __init__(self, name, keys, actions, size=1024, default_action=None,
                  const_default_action=False, const_entries=None, implementation=None,
@@ -574,6 +585,22 @@ class Table:
             else:
                 return entry
         return None
+
+
+class IdleTimeoutTable(Table):
+    """A table with ``support_timeout = true``: a hit also records the packet's time in the
+    entry (``last_hit_us``), which the P4Runtime server's ager compares with the entry's TTL.
+    A subclass, so tables without the property pay nothing per packet; the generated code
+    passes the time (as for direct counters) only to these."""
+
+    supports_timeout = True
+
+    def lookup(self, values, packet_length=0, now_us=0, selector_values=None):
+        result = Table.lookup(self, values, packet_length, now_us, selector_values)
+        entry = result[2]
+        if entry is not None:
+            entry.last_hit_us = now_us
+        return result
 
 
 class _MaskGroup:

@@ -99,12 +99,13 @@ MAX_INSTANCE = 0xFFFF     # v1model's egress_rid is bit<16>: the largest replica
 
 
 class EntityHandler:
-    def __init__(self, index, pipeline, state, lock, ports=None):
+    def __init__(self, index, pipeline, state, lock, ports=None, now_us=None):
         self.index = index
         self.pipeline = pipeline
         self.state = state
         self.lock = lock
         self.ports = ports        # the switch's port numbers replicas may name (None: unchecked)
+        self.now_us = now_us or (lambda: 0)   # the switch's clock (idle timeout), microseconds
 
     # == Write ================================================================
     def write(self, update):
@@ -132,6 +133,7 @@ class EntityHandler:
     def _write_table_entry(self, op, te):
         info = self.index.table(te.table_id)
         table = self._engine("tables", info.name, "table")
+        _check_idle_timeout_fields(info, te)
         if te.is_default_action:
             if op != MODIFY:
                 raise invalid(f"table {info.name}: the default entry can only be modified, not {OP_NAMES[op]}")
@@ -158,9 +160,15 @@ class EntityHandler:
             raise invalid(f"table {info.name}: {OP_NAMES[op]} needs an action")
         action = self._table_action(info, te.action)
         if op == INSERT:
-            table.insert(keys, action, priority=priority)
+            entry = table.insert(keys, action, priority=priority)
         else:
-            table.modify(keys, action, priority=priority)
+            entry = table.modify(keys, action, priority=priority)
+        if entry is not None:         # (the engine's tables return it; stand-ins may not)
+            entry.controller_metadata, entry.metadata = te.controller_metadata, te.metadata
+            if info.supports_idle_timeout:
+                # as PI on BMv2: every INSERT and MODIFY sets the TTL and restarts its timer
+                entry.idle_timeout_ns = te.idle_timeout_ns
+                entry.last_hit_us, entry.notified_us = self.now_us(), None
         if te.HasField("counter_data"):
             self._set_entry(table, info, keys, priority, "counter",
                             (te.counter_data.packet_count, te.counter_data.byte_count))
@@ -486,8 +494,14 @@ class EntityHandler:
         infos = self._selected(self.index.tables, te.table_id, self.index.table)
         want_counters = te.HasField("counter_data")
         want_meters = te.HasField("meter_config")
+        want_elapsed = te.HasField("time_since_last_hit")
+        now_us = self.now_us() if want_elapsed else 0
         for info in infos:
             table = self._engine("tables", info.name, "table")
+            if want_elapsed and not info.supports_idle_timeout and not te.is_default_action:
+                # as PI: refused even in a wildcard read over tables some of which support it
+                raise invalid(f"table {info.name} does not support idle timeout: leave "
+                              "time_since_last_hit unset when reading it")
             if te.is_default_action:
                 if te.table_id:
                     out = p4runtime_pb2.TableEntry(table_id=info.id, is_default_action=True)
@@ -505,11 +519,18 @@ class EntityHandler:
                     continue
                 if wanted is None and te.priority and entry.priority != te.priority:
                     continue
-                yield self._wrap("table_entry", self._entry_proto(info, entry, want_counters, want_meters))
+                out = self._entry_proto(info, entry, want_counters, want_meters)
+                if want_elapsed:
+                    since = getattr(entry, "last_hit_us", now_us)
+                    out.time_since_last_hit.elapsed_ns = max(0, now_us - since) * 1000
+                yield self._wrap("table_entry", out)
 
     def _entry_proto(self, info, entry, want_counters=False, want_meters=False):
         out = p4runtime_pb2.TableEntry(table_id=info.id, priority=entry.priority or 0)
         _add_matches(out.match, info.match_fields, entry.keys)
+        out.controller_metadata = getattr(entry, "controller_metadata", 0)
+        out.metadata = getattr(entry, "metadata", b"")
+        out.idle_timeout_ns = getattr(entry, "idle_timeout_ns", 0)
         action = entry.action
         kind = type(action).__name__
         if kind == "MemberRef":
@@ -672,6 +693,19 @@ class EntityHandler:
         for id_, message in sorted(self.state.digest_configs.items()):
             if not d.digest_id or id_ == d.digest_id:
                 yield self._wrap("digest_entry", message)
+
+
+def _check_idle_timeout_fields(info, te):
+    """The spec's rules for idle_timeout_ns and time_since_last_hit in a written TableEntry
+    (INVALID_ARGUMENT, as PI answers): no negative TTL, none at all on a table without
+    support_timeout (P4Info NOTIFY_CONTROL) or on the default entry."""
+    if te.idle_timeout_ns < 0:
+        raise invalid(f"table {info.name}: idle_timeout_ns must be positive, got {te.idle_timeout_ns}")
+    if te.is_default_action and (te.idle_timeout_ns or te.HasField("time_since_last_hit")):
+        raise invalid(f"table {info.name}: the default entry takes no idle_timeout_ns or time_since_last_hit")
+    if not info.supports_idle_timeout and (te.idle_timeout_ns or te.HasField("time_since_last_hit")):
+        raise invalid(f"table {info.name} does not support idle timeout (no support_timeout = true): "
+                      "idle_timeout_ns must be 0 and time_since_last_hit unset")
 
 
 def digest_data(index, digest_info, values):

@@ -55,6 +55,7 @@ class TableInfo:
         self.direct_resource_ids = set(table.direct_resource_ids)
         self.is_const = table.is_const_table
         self.size = table.size
+        self.supports_idle_timeout = table.idle_timeout_behavior == p4info_pb2.Table.NOTIFY_CONTROL
         # Tables with ternary, range or optional keys order entries by priority.
         self.needs_priority = any(m.kind in ("ternary", "range", "optional") for m in self.match_fields)
 

@@ -10,6 +10,10 @@ Packet I/O: a PacketOut becomes a frame injected on the CPU port, its metadata
 serialised (in P4Info order and widths) as the `packet_out` @controller_header
 in front of the payload; a frame the program sends to the CPU port has its
 `packet_in` header parsed off into PacketIn metadata.
+
+Idle timeout (testbed/p4rt/idle_timeout.py): when the pipeline has tables with
+support_timeout, the switch's real-time loop calls sweep_idle_entries() every
+sweep interval, and expired entries reach the primary as IdleTimeoutNotification.
 """
 from concurrent import futures
 import itertools
@@ -23,6 +27,7 @@ import grpc
 
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from testbed.p4rt import idle_timeout
 from testbed.p4rt.entities import DeviceState, EntityHandler, digest_data
 from testbed.p4rt.errors import (GRPC_CODES, P4RuntimeError, abort_with_status, invalid, not_found,
                                  write_batch_status)
@@ -99,15 +104,17 @@ class Pipeline_:
         self.index = index
         self.device_config = device_config
         self.cookie = cookie
+        self.idle_tables = idle_timeout.idle_tables(index)
 
 
 class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
     """max_streams: open StreamChannels allowed at once. Each holds one gRPC worker thread for
     its lifetime (grpc's synchronous server), so more are refused with RESOURCE_EXHAUSTED and
-    the rest of the pool (max_workers - max_streams) always serves Write/Read/Capabilities."""
+    the rest of the pool (max_workers - max_streams) always serves Write/Read/Capabilities.
+    idle_sweep_s: seconds of the switch's clock between idle-timeout sweeps."""
 
     def __init__(self, switch, device_id=1, address="127.0.0.1:9559", compiler=compile_device_config,
-                 max_workers=16, max_streams=8):
+                 max_workers=16, max_streams=8, idle_sweep_s=idle_timeout.SWEEP_S):
         if not 0 < max_streams < max_workers:
             raise ValueError(f"max_streams {max_streams} must leave workers for unary calls "
                              f"(max_workers {max_workers})")
@@ -117,6 +124,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.compiler = compiler
         self.max_workers = max_workers
         self.max_streams = max_streams
+        self.idle_sweep_s = idle_sweep_s
         self._open_streams = 0
         self._roles = {""}               # roles ever arbitrated (the default role always exists)
         self.installed = None            # Pipeline_
@@ -147,6 +155,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         return self
 
     def stop(self, grace=0.5):
+        if getattr(self.switch, "idle_sweep", None) is not None:
+            self.switch.idle_sweep = None
         with self._arb_lock:
             for ctl in self._controllers:
                 ctl.close()
@@ -173,6 +183,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             self.state = DeviceState()
             self.installed = prepared
             self.switch.set_pipeline(prepared.pipeline)
+            # only a pipeline with ageing tables costs the switch's loop a sweep
+            self.switch.idle_sweep = ((self.idle_sweep_s, self.sweep_idle_entries)
+                                      if prepared.idle_tables else None)
         LOG.info("forwarding pipeline installed (%d tables)", len(prepared.index.tables))
 
     def SetForwardingPipelineConfig(self, request, context):
@@ -240,7 +253,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         except P4RuntimeError as exc:
             context.abort(exc.grpc_code, exc.message)
         handler = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock,
-                                ports=self._port_numbers())
+                                ports=self._port_numbers(), now_us=getattr(self.switch, "now_us", None))
         results = []
         for update in request.updates:
             try:
@@ -262,7 +275,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         try:
             self._check_device(request.device_id)
             installed = self._require_pipeline()
-            handler = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock)
+            handler = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock,
+                                    now_us=getattr(self.switch, "now_us", None))
             entities = []
             for entity in request.entities:
                 entities.extend(handler.read(entity))
@@ -456,6 +470,29 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         digest.data.append(digest_data(installed.index, info, values))
         self._to_primaries(response)
 
+    def sweep_idle_entries(self):
+        """One idle-timeout sweep at the switch's current time: the entries idle for their TTL
+        go to the primary controllers in one IdleTimeoutNotification, which is returned (None
+        when there were none). Called by the switch's real-time loop (and by tests, whose
+        switch runs on a clock they set). A fault is logged, never raised into the loop."""
+        installed = self.installed
+        if installed is None or not installed.idle_tables:
+            return None
+        try:
+            with self.switch.lock:
+                expired = idle_timeout.expired_entries(installed.idle_tables, installed.pipeline,
+                                                       self.switch.now_us())
+        except Exception:
+            LOG.exception("idle timeout sweep failed")
+            return None
+        if not expired:
+            return None
+        response = p4runtime_pb2.StreamMessageResponse()
+        response.idle_timeout_notification.timestamp = time.time_ns()
+        response.idle_timeout_notification.table_entry.extend(expired)
+        self._to_primaries(response)
+        return response
+
     def _to_primaries(self, response):
         with self._arb_lock:
             roles = {c.role for c in self._controllers}
@@ -556,6 +593,10 @@ def _check_p4info_matches(index, pipeline):
                           f"{[f.width for f in fields]}")
     for info in index.tables.values():
         table = pipeline.tables[info.name]
+        if info.supports_idle_timeout and getattr(table, "supports_timeout", True) is False:
+            # its hits would not be recorded: every entry with a TTL would be reported idle
+            raise invalid(f"P4Info table {info.name} has idle_timeout_behavior NOTIFY_CONTROL, "
+                          "the program's table has no support_timeout = true")
         if len(table.keys) != len(info.match_fields):
             raise invalid(f"P4Info table {info.name} has {len(info.match_fields)} match fields, "
                           f"the program's has {len(table.keys)}")

@@ -84,6 +84,8 @@ class Switch:
         self.on_failure = None              # callable(reason), called from the dying thread
         self.wake_hook = None               # callable() instead of the pipe, when something other
                                             # than run() drives the data path (virtual time)
+        self.idle_sweep = None              # (interval_s, callable()): the P4Runtime server's
+                                            # idle-timeout sweep, run by run() on this clock
 
     # -- control (any thread) -------------------------------------------------
     def now_us(self):
@@ -200,6 +202,7 @@ class Switch:
         poller.register(self._wake_r, select.POLLIN)
         clock = self.clock
         next_flush = clock() + PCAP_FLUSH_SECONDS
+        next_sweep = None
         wake_at = None
         lag = self.loop_lag
         while not self._stop.is_set():
@@ -210,6 +213,19 @@ class Switch:
             if self.captures and now >= next_flush:
                 self.captures.flush()
                 next_flush = now + PCAP_FLUSH_SECONDS
+            sweep = self.idle_sweep
+            if sweep is None:
+                next_sweep = None
+            else:
+                if next_sweep is None:
+                    next_sweep = now + sweep[0]
+                elif now >= next_sweep:
+                    sweep[1]()
+                    next_sweep += sweep[0]       # a fixed period, as BMv2's ager (none made up)
+                    if next_sweep <= now:
+                        next_sweep = now + sweep[0]
+                if wake_at is None or next_sweep < wake_at:
+                    wake_at = next_sweep
             # at most IDLE_WAKE_SECONDS: a far (or non-finite) wake time never overflows poll()
             timeout = IDLE_WAKE_SECONDS if wake_at is None else min(IDLE_WAKE_SECONDS, max(0.0, wake_at - clock()))
             events = poller.poll(timeout * 1000.0)
