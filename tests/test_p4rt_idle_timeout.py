@@ -250,6 +250,9 @@ def test_tables_without_support_timeout_refuse_ttls(dev):
     with pytest.raises(grpc.RpcError) as err:
         _write(dev["stub"], _flow(dev, B, -1))
     assert _codes(err.value) == [code_pb2.INVALID_ARGUMENT]
+    # a DELETE is not checked (as PI): the entry written without TTL goes
+    _write(dev["stub"], _flow(dev, A, SECOND_NS, op=p4runtime_pb2.Update.DELETE, table="plain"))
+    assert not _read(dev, table="plain", elapsed=False)
 
 
 def test_switch_loop_drives_the_sweeps(program):

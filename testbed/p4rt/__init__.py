@@ -5,6 +5,7 @@
     server.start(); ...; server.stop()
 
 Modules: p4info (id/name index, byte-string codec), entities (Write/Read of each
-entity kind against an engine Pipeline), errors (status codes), server (gRPC
-service: arbitration, stream, pipeline config, packet I/O, digests).
+entity kind against an engine Pipeline), errors (status codes), idle_timeout (which
+entries are idle for their TTL), server (gRPC service: arbitration, stream, pipeline
+config, packet I/O, digests, idle-timeout notifications).
 """

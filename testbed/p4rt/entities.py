@@ -133,7 +133,8 @@ class EntityHandler:
     def _write_table_entry(self, op, te):
         info = self.index.table(te.table_id)
         table = self._engine("tables", info.name, "table")
-        _check_idle_timeout_fields(info, te)
+        if op != DELETE:            # (PI looks at neither field in a DELETE)
+            _check_idle_timeout_fields(info, te)
         if te.is_default_action:
             if op != MODIFY:
                 raise invalid(f"table {info.name}: the default entry can only be modified, not {OP_NAMES[op]}")
