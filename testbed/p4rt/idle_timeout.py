@@ -28,8 +28,10 @@ def idle_tables(index):
 
 
 def expired_entries(tables, pipeline, now_us):
-    """TableEntry messages for the entries of `tables` (P4Info TableInfos) idle for at least
-    their TTL at switch time `now_us`; their timers restart now. Caller holds the switch lock."""
+    """What to report of the entries of `tables` (P4Info TableInfos) idle for at least their TTL
+    at switch time `now_us`: (table info, keys, priority, controller_metadata, metadata, TTL),
+    plain values, so messages can be built after the switch lock is let go. Their timers
+    restart now. Caller holds the switch lock."""
     out = []
     for info in tables:
         table = pipeline.tables.get(info.name)
@@ -42,13 +44,19 @@ def expired_entries(tables, pipeline, now_us):
                 since = entry.notified_us
             if (now_us - since) * 1000 >= ttl_ns:
                 entry.notified_us = now_us
-                out.append(_notified_entry(info, entry))
+                out.append((info, entry.keys, entry.priority, entry.controller_metadata,
+                            entry.metadata, ttl_ns))
     return out
 
 
-def _notified_entry(info, entry):
-    out = p4runtime_pb2.TableEntry(table_id=info.id, priority=entry.priority or 0,
-                                   controller_metadata=entry.controller_metadata,
-                                   metadata=entry.metadata, idle_timeout_ns=entry.idle_timeout_ns)
-    _add_matches(out.match, info.match_fields, entry.keys)
-    return out
+def notification(expired, timestamp_ns):
+    """One StreamMessageResponse with an IdleTimeoutNotification for all of `expired`."""
+    response = p4runtime_pb2.StreamMessageResponse()
+    message = response.idle_timeout_notification
+    message.timestamp = timestamp_ns
+    for info, keys, priority, controller_metadata, metadata, ttl_ns in expired:
+        te = message.table_entry.add(table_id=info.id, priority=priority or 0,
+                                     controller_metadata=controller_metadata, metadata=metadata,
+                                     idle_timeout_ns=ttl_ns)
+        _add_matches(te.match, info.match_fields, keys)
+    return response

@@ -12,8 +12,9 @@ in front of the payload; a frame the program sends to the CPU port has its
 `packet_in` header parsed off into PacketIn metadata.
 
 Idle timeout (testbed/p4rt/idle_timeout.py): when the pipeline has tables with
-support_timeout, the switch's real-time loop calls sweep_idle_entries() every
-sweep interval, and expired entries reach the primary as IdleTimeoutNotification.
+support_timeout, the switch's real-time loop asks for a sweep every sweep interval
+of its clock; the server's ager thread runs sweep_idle_entries(), and expired
+entries reach the primary as IdleTimeoutNotification.
 """
 from concurrent import futures
 import itertools
@@ -125,6 +126,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.max_workers = max_workers
         self.max_streams = max_streams
         self.idle_sweep_s = idle_sweep_s
+        self._sweep_wanted = threading.Event()
+        self._ager = None                # the thread running sweeps the switch asks for
+        self._stopping = False
         self._open_streams = 0
         self._roles = {""}               # roles ever arbitrated (the default role always exists)
         self.installed = None            # Pipeline_
@@ -157,6 +161,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def stop(self, grace=0.5):
         if getattr(self.switch, "idle_sweep", None) is not None:
             self.switch.idle_sweep = None
+        self._stopping = True
+        self._sweep_wanted.set()
         with self._arb_lock:
             for ctl in self._controllers:
                 ctl.close()
@@ -184,7 +190,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             self.installed = prepared
             self.switch.set_pipeline(prepared.pipeline)
             # only a pipeline with ageing tables costs the switch's loop a sweep
-            self.switch.idle_sweep = ((self.idle_sweep_s, self.sweep_idle_entries)
+            self.switch.idle_sweep = ((self.idle_sweep_s, self._ask_for_sweep)
                                       if prepared.idle_tables else None)
         LOG.info("forwarding pipeline installed (%d tables)", len(prepared.index.tables))
 
@@ -473,8 +479,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def sweep_idle_entries(self):
         """One idle-timeout sweep at the switch's current time: the entries idle for their TTL
         go to the primary controllers in one IdleTimeoutNotification, which is returned (None
-        when there were none). Called by the switch's real-time loop (and by tests, whose
-        switch runs on a clock they set). A fault is logged, never raised into the loop."""
+        when there were none). The switch lock is held only to pick them (~5 ms per 10,000
+        entries); the message is built after. Run by the ager thread (and by tests, whose
+        switch runs on a clock they set). A fault is logged, never raised."""
         installed = self.installed
         if installed is None or not installed.idle_tables:
             return None
@@ -482,16 +489,30 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             with self.switch.lock:
                 expired = idle_timeout.expired_entries(installed.idle_tables, installed.pipeline,
                                                        self.switch.now_us())
+            if not expired:
+                return None
+            response = idle_timeout.notification(expired, time.time_ns())
         except Exception:
             LOG.exception("idle timeout sweep failed")
             return None
-        if not expired:
-            return None
-        response = p4runtime_pb2.StreamMessageResponse()
-        response.idle_timeout_notification.timestamp = time.time_ns()
-        response.idle_timeout_notification.table_entry.extend(expired)
         self._to_primaries(response)
         return response
+
+    def _ask_for_sweep(self):
+        """The switch's loop, when a sweep is due: the sweep runs in the ager thread, so the
+        data path never waits for notifications to be built."""
+        if self._ager is None:
+            self._ager = threading.Thread(target=self._run_ager, name="p4rt-idle-ager", daemon=True)
+            self._ager.start()
+        self._sweep_wanted.set()
+
+    def _run_ager(self):
+        while True:
+            self._sweep_wanted.wait()
+            self._sweep_wanted.clear()
+            if self._stopping:
+                return
+            self.sweep_idle_entries()
 
     def _to_primaries(self, response):
         with self._arb_lock:
