@@ -4,12 +4,14 @@ an IdleTimeoutNotification (and stay in the table); reads give time_since_last_h
 without support_timeout refuse both with INVALID_ARGUMENT.
 
 The switch runs on a clock the test sets, so ages are exact; the sweeps are the server's own
-(sweep_idle_entries), except in the last test where the switch's loop drives them."""
+(sweep_idle_entries), except where the switch's loop drives them. Clients: raw p4runtime stubs
+for the corner cases, p4runtime-shell for the common path."""
 import queue
 import threading
 
 import grpc
 import pytest
+from google.protobuf import text_format
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
@@ -103,23 +105,25 @@ def _ids(p4info):
     return tables, actions
 
 
-def _boot(program, idle_sweep_s):
+def _boot(program, idle_sweep_s, stream=True):
     ports = {n: SocketPort(n) for n in (1, 2, 3)}
     clock = SetClock()
     switch = Switch(ports, cpu_port=CPU_PORT, clock=clock)
     switch.start()
     addr = f"127.0.0.1:{free_port()}"
-    server = P4RuntimeServer(switch, device_id=1, address=addr, idle_sweep_s=idle_sweep_s).start()
+    server = P4RuntimeServer(switch, device_id=1, address=addr, idle_sweep_s=idle_sweep_s,
+                             compiler=lambda config: program).start()
     server.load_program(program, device_config=PROGRAM.encode())
     channel = grpc.insecure_channel(addr)
     tables, actions = _ids(program.p4info)
     return {"switch": switch, "ports": ports, "clock": clock, "server": server, "channel": channel,
             "stub": p4runtime_pb2_grpc.P4RuntimeStub(channel), "tables": tables, "actions": actions,
-            "stream": Notifications(addr)}
+            "stream": Notifications(addr) if stream else None, "addr": addr}
 
 
 def _shutdown(dev):
-    dev["stream"].close()
+    if dev["stream"] is not None:
+        dev["stream"].close()
     dev["channel"].close()
     dev["server"].stop()
     dev["switch"].close()
@@ -280,3 +284,33 @@ def test_fabric_like_tables_record_nothing(program):
     pipeline = program.new_pipeline()
     assert type(pipeline.tables["I.flows"]) is tables.IdleTimeoutTable
     assert type(pipeline.tables["I.plain"]) is tables.Table
+
+
+def test_p4runtime_shell_sets_ttl_reads_age_and_gets_the_notification(program, tmp_path):
+    from p4runtime_sh import shell as sh
+    dev = _boot(program, idle_sweep_s=10_000.0, stream=False)
+    p4info = tmp_path / "idle.p4info.txt"
+    p4info.write_text(text_format.MessageToString(program.p4info))
+    source = tmp_path / "idle.p4"
+    source.write_text(PROGRAM)
+    try:
+        sh.setup(device_id=1, grpc_addr=dev["addr"], election_id=(0, 1),
+                 config=sh.FwdPipeConfig(str(p4info), str(source)), verbose=False)
+        te = sh.TableEntry("I.flows")(action="I.fwd")
+        te.match["h.eth.dst"] = str(A)
+        te.action["port"] = "2"
+        te.idle_timeout_ns = 2 * SECOND_NS
+        te.insert()
+        _advance(dev, 2.5)
+        assert dev["server"].sweep_idle_entries() is not None
+        got = sh.client.get_stream_packet("idle_timeout_notification", timeout=20)
+        (entry,) = got.idle_timeout_notification.table_entry
+        assert _dst_of(entry) == A and entry.idle_timeout_ns == 2 * SECOND_NS
+        query = sh.TableEntry("I.flows")
+        query.time_since_last_hit           # asks for it in the read
+        (read,) = list(query.read())
+        assert read.time_since_last_hit.elapsed_ns == 2_500_000_000
+        assert read.idle_timeout_ns == 2 * SECOND_NS
+    finally:
+        sh.teardown()
+        _shutdown(dev)
