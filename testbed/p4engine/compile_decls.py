@@ -545,6 +545,7 @@ class DeclarationsMixin:
     def build_extern(self, tname, name, targs, args, annos, loc):
         from . import externs, tables
         info = ExternInfo(name, tname, args, annos, loc)
+        info.targs = list(targs)        # as declared (an extern parameter's type must agree)
 
         def const_arg(i, what):
             if i >= len(args) or not args[i].is_const:
@@ -620,6 +621,19 @@ class DeclarationsMixin:
         info = self.instantiate_block(bdecl, name, d.args, ctx, d.loc)
         ctx.scope.declare(d.name, Sym("control_inst", info=info))
 
+    def extern_arg(self, p, pt, node, ctx):
+        """The extern instance (its Sym) an argument names for extern-typed parameter `p`."""
+        sym = ctx.scope.lookup(node.name) if node.kind == "name" else None
+        if sym is None or sym.kind != "extern":
+            self.err(f"argument for '{p.name}' must name a {pt.name} instance", node.loc)
+        info = sym.info
+        if info.type_name != pt.name:
+            self.err(f"argument for '{p.name}' is a {info.type_name}, not a {pt.name}", node.loc)
+        if pt.targs and info.targs and pt.targs[0] != info.targs[0]:
+            self.err(f"argument for '{p.name}': {info.name} is a {info.type_name}<{info.targs[0]}>, "
+                     f"not a {pt.name}<{pt.targs[0]}>", node.loc)
+        return sym
+
     def bind_ctor_args(self, bdecl, args, ctx, scope, loc):
         """Constructor parameters: compile-time constants, or instances of a control/parser type."""
         ctor = bdecl.ctor_params or []
@@ -627,6 +641,9 @@ class DeclarationsMixin:
             self.err(f"{bdecl.name} takes {len(ctor)} constructor argument(s), got {len(args)}", loc)
         for p, a in zip(ctor, args):
             pt = self.resolve_type(p.type)
+            if isinstance(pt, T.ExternT) and pt.name not in ("packet_in", "packet_out"):
+                scope.declare(p.name, self.extern_arg(p, pt, a, ctx))
+                continue
             if isinstance(pt, T.BlockT):
                 sym = ctx.scope.lookup(a.name) if a.kind == "name" else None
                 if sym is None or sym.kind != "control_inst":
@@ -644,11 +661,15 @@ class DeclarationsMixin:
         scope = Scope(self.globals)
         self.sub_blocks.add(name)
         self.bind_ctor_args(bdecl, args, ctx, scope, loc)
-        params = []
+        params, extern_params = [], []
         for p in bdecl.params:
             pt = self.resolve_type(p.type)
             if isinstance(pt, T.ExternT) and pt.name in ("packet_in", "packet_out"):
                 scope.declare(p.name, Sym("packet", info=pt.name))
+                params.append((p, pt, None))
+                continue
+            if isinstance(pt, T.ExternT):       # an extern instance the caller passes at apply
+                extern_params.append((p, pt))
                 params.append((p, pt, None))
                 continue
             base = self.alloc(pt, f"{name}.{p.name}")
@@ -658,11 +679,10 @@ class DeclarationsMixin:
         if bdecl.kind == "parser":
             if ctx.where != "parser":
                 self.err(f"a parser ({bdecl.name}) can only be instantiated in a parser", loc)
-            fn = self.compile_parser(bdecl, name, scope, ctx.block_role, sub=True)
-        else:
-            if ctx.where != "control":
-                self.err(f"a control ({bdecl.name}) can only be instantiated in a control", loc)
-            fn = self.compile_control(bdecl, name, scope, ctx.block_role)
+        elif ctx.where != "control":
+            self.err(f"a control ({bdecl.name}) can only be instantiated in a control", loc)
+        block = SubBlock(bdecl, name, scope, ctx.block_role, extern_params)
+        fn = block if extern_params else block.compile(self)
         return (fn, params, name, bdecl.kind)
 
     # ------------------------------------------------------------------------- actions
@@ -704,3 +724,37 @@ class DeclarationsMixin:
             self.err(f"two actions are both named '{name}'", d.loc)
         self.out.actions[name] = info
         return info
+
+
+class SubBlock:
+    """A control or parser instance with extern-typed parameters: compiled at its first apply,
+    with the instances that apply passes (p4c inlines each apply; a block of tables can be
+    applied once, so one set of instances is all it can ever see)."""
+
+    def __init__(self, decl, name, scope, role, extern_params):
+        self.decl, self.name, self.scope, self.role = decl, name, scope, role
+        self.extern_params = extern_params
+        self.bound = None           # ({param: extern name}, compiled function)
+
+    def compile(self, compiler):
+        if self.decl.kind == "parser":
+            return compiler.compile_parser(self.decl, self.name, self.scope, self.role, sub=True)
+        return compiler.compile_control(self.decl, self.name, self.scope, self.role)
+
+    def compile_for(self, compiler, given, ctx, loc):
+        """The compiled block for an apply whose arguments are `given` ({param name: node})."""
+        names = {}
+        for p, pt in self.extern_params:
+            node = given.get(p.name)
+            if node is None:
+                compiler.err(f"{self.name}.apply: argument '{p.name}' is missing", loc)
+            names[p.name] = compiler.extern_arg(p, pt, node, ctx)
+        chosen = {k: sym.info.name for k, sym in names.items()}
+        if self.bound is None:
+            for pname, sym in names.items():
+                self.scope.declare(pname, sym)
+            self.bound = (chosen, self.compile(compiler))
+        elif self.bound[0] != chosen:
+            compiler.err(f"{self.name} is applied again with other extern instances "
+                         f"({self.bound[0]} before); declare a second instance", loc)
+        return self.bound[1]

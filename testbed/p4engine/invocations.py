@@ -191,6 +191,8 @@ def compile_function(self, decl, scope, prefix):
 def call_control(self, inst, n, ctx):
     fn, params, name, kind = inst
     self.note_use("blocks", name, ctx)
+    if not isinstance(fn, str):         # a SubBlock: extern parameters bound by this apply
+        fn = fn.compile_for(self, positional_args(self, n, [p.name for p, _, _ in params]), ctx, n.loc)
     plist = [(p.name, "packet" if v is None else (p.direction or "in"), pt, v) for p, pt, v in params]
     _, copy_out = _bind_args(self, plist, n, ctx, f"{name}.apply", [p for p, _, _ in params], self.globals)
     _call_with_copy_out(self, f"o = {fn}(S, P, o)" if kind == "parser" else f"{fn}(S)", copy_out, ctx)

@@ -55,6 +55,7 @@ class ExternInfo:
         self.index_width = 32
         self.size = 0
         self.kind_arg = None     # counter/meter type, selector algorithm
+        self.targs = []          # type arguments as declared
 
 
 class ValueSetInfo:
