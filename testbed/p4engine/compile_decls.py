@@ -99,11 +99,16 @@ class DeclarationsMixin:
             t = self.types.get(node.name)
             if t is None:
                 self.err(f"unknown type '{node.name}'", node.loc)
+            if isinstance(t, T.GenericT):
+                self.err(f"{t.decl.kind} {t.name} is generic: give its type arguments "
+                         f"({t.name}<{', '.join(t.decl.tparams)}>)", node.loc)
             return t
         if k == "t_spec":
             base = self.types.get(node.name)
             if base is None:
                 self.err(f"unknown type '{node.name}'", node.loc)
+            if isinstance(base, T.GenericT):
+                return self.specialize(base, [self.resolve_type(a, tvars) for a in node.args], node.loc)
             if isinstance(base, T.ExternT):
                 return T.ExternT(base.name, base.decl, [self.resolve_type(a, tvars) for a in node.args])
             return base
@@ -142,40 +147,10 @@ class DeclarationsMixin:
                 t = T.NewBitT(t.width, t.signed, d.name)
             self.types[d.name] = t
         elif k in ("header", "struct", "header_union"):
-            fields, annos, views = [], {}, {}
-            seen = set()
-            for f in d.fields:
-                if f.name in seen:
-                    self.err(f"duplicate field '{f.name}' in {k} {d.name}", f.loc)
-                seen.add(f.name)
-                ft = self.resolve_type(f.type)
-                if k == "header_union" and not isinstance(ft, T.HeaderT):
-                    self.err(f"header_union member '{f.name}' must be a header, not {ft}", f.loc)
-                if k == "header" and isinstance(ft, T.VarbitT):
-                    if any(isinstance(t, T.VarbitT) for _, t in fields):
-                        self.err(f"header {d.name} has more than one varbit field", f.loc)
-                elif k == "header" and isinstance(ft, T.StructT):
-                    # a struct of bit fields inside a header: stored as its leaves, in order, so
-                    # the struct's own layout (consecutive scalar slots) is a view on them
-                    leaves = self.header_struct_leaves(ft, f.name, f.loc)
-                    views[f.name] = (ft, leaves[0][0] if leaves else None)     # an empty struct: no leaves
-                    fields.extend(leaves)
-                    annos.update((n, f.annos) for n, _ in leaves)
-                    continue
-                elif k == "header":
-                    if not isinstance(ft, (T.BitT, T.BoolT)) and not (isinstance(ft, T.EnumT) and ft.base):
-                        self.err(f"header field '{f.name}' must be bit<W> or int<W>, not {ft}", f.loc)
-                fields.append((f.name, ft))
-                annos[f.name] = f.annos
-            cls = {"header": T.HeaderT, "struct": T.StructT, "header_union": T.UnionT}[k]
-            t = cls(d.name, fields, annos)
-            t.annos = d.annos
-            t.struct_views = views
-            if views:       # the fields as declared (struct fields whole), for list assignments
-                t.declared_fields = [(f.name, views[f.name][0] if f.name in views else dict(fields)[f.name])
-                                     for f in d.fields]
-            if k == "header" and t.bit_width % 8:
-                self.err(f"header {d.name} is {t.bit_width} bits long; BMv2 needs a multiple of 8", d.loc)
+            if d.tparams:       # generic: specialized where it is used with type arguments
+                self.types[d.name] = T.GenericT(d)
+                return
+            t = self.fields_type(d, d.name)
             self.types[d.name] = t
             controller = anno_string(d.annos, "controller_header")
             if k == "header" and controller is not None:
@@ -230,6 +205,57 @@ class DeclarationsMixin:
             self.declare_global_instance(d)
         else:
             self.err(f"unsupported declaration '{k}'", d.loc)
+
+    def specialize(self, generic, args, loc):
+        """`S<bit<8>>` of a generic struct, header or header_union S (one type per argument list)."""
+        d = generic.decl
+        if len(args) != len(d.tparams):
+            self.err(f"{d.kind} {d.name} takes {len(d.tparams)} type argument(s), got {len(args)}", loc)
+        name = f"{d.name}<{', '.join(str(a) for a in args)}>"
+        t = generic.instances.get(name)
+        if t is None:
+            t = generic.instances[name] = self.fields_type(d, name, dict(zip(d.tparams, args)))
+        return t
+
+    def fields_type(self, d, name, tvars=None):
+        """The type a header, struct or header_union declaration `d` declares (named `name`;
+        `tvars`: a generic one's type arguments by parameter name)."""
+        k = d.kind
+        fields, annos, views = [], {}, {}
+        seen = set()
+        for f in d.fields:
+            if f.name in seen:
+                self.err(f"duplicate field '{f.name}' in {k} {name}", f.loc)
+            seen.add(f.name)
+            ft = self.resolve_type(f.type, tvars)
+            if k == "header_union" and not isinstance(ft, T.HeaderT):
+                self.err(f"header_union member '{f.name}' must be a header, not {ft}", f.loc)
+            if k == "header" and isinstance(ft, T.VarbitT):
+                if any(isinstance(t, T.VarbitT) for _, t in fields):
+                    self.err(f"header {name} has more than one varbit field", f.loc)
+            elif k == "header" and isinstance(ft, T.StructT):
+                # a struct of bit fields inside a header: stored as its leaves, in order, so
+                # the struct's own layout (consecutive scalar slots) is a view on them
+                leaves = self.header_struct_leaves(ft, f.name, f.loc)
+                views[f.name] = (ft, leaves[0][0] if leaves else None)     # an empty struct: no leaves
+                fields.extend(leaves)
+                annos.update((n, f.annos) for n, _ in leaves)
+                continue
+            elif k == "header":
+                if not isinstance(ft, (T.BitT, T.BoolT)) and not (isinstance(ft, T.EnumT) and ft.base):
+                    self.err(f"header field '{f.name}' must be bit<W> or int<W>, not {ft}", f.loc)
+            fields.append((f.name, ft))
+            annos[f.name] = f.annos
+        cls = {"header": T.HeaderT, "struct": T.StructT, "header_union": T.UnionT}[k]
+        t = cls(name, fields, annos)
+        t.annos = d.annos
+        t.struct_views = views
+        if views:       # the fields as declared (struct fields whole), for list assignments
+            t.declared_fields = [(f.name, views[f.name][0] if f.name in views else dict(fields)[f.name])
+                                 for f in d.fields]
+        if k == "header" and t.bit_width % 8:
+            self.err(f"header {name} is {t.bit_width} bits long; BMv2 needs a multiple of 8", d.loc)
+        return t
 
     def check_int_parameters(self, decl):
         """A parameter of type `int` (unsized) must be directionless (p4c's type checker): there

@@ -43,9 +43,9 @@ _lt: LT | TLT
 // ---------------- declarations
 const_decl: [annotations] "const" type_ref any_name "=" expr ";"
 typedef_decl: [annotations] ("typedef" | NEWTYPE) type_ref TYPE_IDENT ";"
-header_decl: [annotations] "header" TYPE_IDENT "{" field* "}"
-struct_decl: [annotations] "struct" TYPE_IDENT "{" field* "}"
-union_decl: [annotations] "header_union" TYPE_IDENT "{" field* "}"
+header_decl: [annotations] "header" TYPE_IDENT [type_params] "{" field* "}"
+struct_decl: [annotations] "struct" TYPE_IDENT [type_params] "{" field* "}"
+union_decl: [annotations] "header_union" TYPE_IDENT [type_params] "{" field* "}"
 field: [annotations] type_ref member_name ";"
 enum_decl: [annotations] "enum" TYPE_IDENT "{" _names "}"
          | [annotations] "enum" type_ref TYPE_IDENT "{" enum_value ("," enum_value)* ","? "}" -> ser_enum_decl

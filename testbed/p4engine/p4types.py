@@ -257,6 +257,20 @@ class ExternT(P4Type):
         return self.name
 
 
+class GenericT(P4Type):
+    """A generic header, struct or header_union declaration; each use with type arguments is
+    a type of its own (`instances`, by its name `S<bit<8>>`)."""
+
+    def __init__(self, decl):
+        self.decl, self.name, self.instances = decl, decl.name, {}
+
+    def key(self):
+        return (self.name,)
+
+    def __str__(self):
+        return self.name
+
+
 class TypeVarT(P4Type):
     def __init__(self, name):
         self.name = name

@@ -540,7 +540,7 @@ class AstBuilder(Transformer):
 
     def _fields_decl(self, kind, meta, ch):
         return Node(kind, self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]),
-                    fields=[c for c in ch[2:] if isinstance(c, Node)])
+                    tparams=ch[2] or [], fields=[c for c in ch[3:] if isinstance(c, Node)])
 
     @v_args(meta=True)
     def header_decl(self, meta, ch):
