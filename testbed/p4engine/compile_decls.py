@@ -138,13 +138,35 @@ class DeclarationsMixin:
             self.err("expected a compile-time constant", node.loc)
         return v.const
 
+    def p4runtime_translation(self, d):
+        """`@p4runtime_translation("uri", bit<W>)` (or the older `("uri", W)`, or `string`) on a
+        `type` declaration: (uri, W), W None for string; None without the annotation."""
+        a = anno(d.annos, "p4runtime_translation")
+        if a is None:
+            return None
+        args = a.args or []
+        if len(args) != 2 or getattr(args[0], "kind", None) != "string":
+            self.err(f"type {d.name}: @p4runtime_translation takes a URI string and the controller's "
+                     f"type (bit<W> or string)", a.loc)
+        uri, sdn = args[0].value, args[1]
+        if sdn.kind == "t_string":
+            return (uri, None)
+        if sdn.kind == "int" and sdn.width is None and sdn.value > 0:
+            return (uri, sdn.value)
+        if sdn.kind in ("t_bit", "t_named"):
+            st = self.resolve_type(sdn)
+            if type(st) is T.BitT and not st.signed:
+                return (uri, st.width)
+        self.err(f"type {d.name}: @p4runtime_translation's controller type must be bit<W> or string", sdn.loc)
+
     def declare_global(self, d):
         k = d.kind
         self.check_int_parameters(d)
         if k == "typedef":
             t = self.resolve_type(d.type)
-            if d.newtype and type(t) is T.BitT:
+            if d.newtype and isinstance(t, T.BitT):
                 t = T.NewBitT(t.width, t.signed, d.name)
+                t.translation = self.p4runtime_translation(d)
             self.types[d.name] = t
         elif k in ("header", "struct", "header_union"):
             if d.tparams:       # generic: specialized where it is used with type arguments

@@ -288,8 +288,9 @@ class _Builder:
     def table(self, msg, t):
         self.preamble(msg, PREFIX.TABLE, t.name)
         key_annos = _key_annotations(t)
-        for (name, kind, width, *_), mf_id in zip(t.keys, field_ids(key_annos)):
-            mf = msg.match_fields.add(id=mf_id, name=name, bitwidth=width)
+        for (name, kind, width, *val), mf_id in zip(t.keys, field_ids(key_annos)):
+            mf = msg.match_fields.add(id=mf_id, name=name)
+            self.typed_width(mf, getattr(val[0] if val else None, "type", None), width)
             if kind in MATCH_TYPES:
                 mf.match_type = MATCH_TYPES[kind]
             else:
@@ -323,10 +324,12 @@ class _Builder:
                 msg.const_default_action_id = action_id
             msg.initial_default_action.action_id = action_id
             params = action.runtime_params
-            for (param, width), param_id in zip(params, field_ids(_param_annotations(action))):
+            types = _param_types(action)
+            for (param, width), ptype, param_id in zip(params, types, field_ids(_param_annotations(action))):
                 if param in args:
+                    width = controller_width(ptype, width)
                     msg.initial_default_action.arguments.add(
-                        param_id=param_id, value=_encode(args[param], width))
+                        param_id=param_id, value=_encode(args[param], max(width, args[param].bit_length())))
         if t.implementation is not None:
             msg.implementation_id = self.ids[(PREFIX.ACTION_PROFILE, t.implementation.name)]
         if t.direct_counter is not None:
@@ -347,8 +350,31 @@ class _Builder:
         self.preamble(msg, PREFIX.ACTION, a.name)
         if a.name in self.bound_params:
             return
-        for (param, width), param_id in zip(a.runtime_params, field_ids(_param_annotations(a))):
-            msg.params.add(id=param_id, name=param, bitwidth=width)
+        for (param, width), ptype, param_id in zip(a.runtime_params, _param_types(a),
+                                                   field_ids(_param_annotations(a))):
+            self.typed_width(msg.params.add(id=param_id, name=param), ptype, width)
+
+    def typed_width(self, msg, t, width):
+        """A match field's, parameter's or metadata field's bitwidth and, for a `type`, its name
+        (type_name) and its entry in type_info.new_types, as p4c writes them: a type with
+        @p4runtime_translation shows the controller's width (0 for string), not the data plane's."""
+        msg.bitwidth = controller_width(t, width)
+        if isinstance(t, T.NewBitT):
+            msg.type_name.name = t.name
+            self.new_type(t)
+
+    def new_type(self, t):
+        spec = self.p4info.type_info.new_types[t.name]
+        if t.translation is not None:
+            uri, sdn_width = t.translation
+            spec.translated_type.uri = uri
+            if sdn_width is None:
+                spec.translated_type.sdn_string.SetInParent()
+            else:
+                spec.translated_type.sdn_bitwidth = sdn_width
+        else:       # p4c follows a chain of types down to the bits
+            bits = spec.original_type.bitstring
+            (bits.int if t.signed else bits.bit).bitwidth = t.width
 
     def _profile(self, p, e, with_selector):
         msg = p.action_profiles.add()
@@ -436,6 +462,9 @@ class _Builder:
                 spec.error.SetInParent()
                 if not p.type_info.error.members:
                     p.type_info.error.members.extend(getattr(self.c, "errors", None) or [])
+            elif isinstance(types.get(field), T.NewBitT):
+                spec.new_type.name = types[field].name
+                self.new_type(types[field])
             elif not self.enum_type_spec(p, spec, types.get(field)):
                 spec.bitstring.bit.bitwidth = width
 
@@ -466,7 +495,7 @@ class _Builder:
         for (field, ftype), field_id, fannos in zip(htype.fields, field_ids(annos), annos):
             if _hidden(fannos):
                 continue
-            msg.metadata.add(id=field_id, name=field, bitwidth=ftype.width)
+            self.typed_width(msg.metadata.add(id=field_id, name=field), ftype, ftype.width)
 
 
 def _loc(info):
@@ -481,6 +510,22 @@ def _key_annotations(t):
             if len(elems) == len(t.keys):
                 return [k.annos for k in elems]
     return [None] * len(t.keys)
+
+
+def controller_width(t, width):
+    """The width P4Runtime clients use for a value of type `t` (`width` bits in the data plane):
+    the @p4runtime_translation width of a `type` that has one (0 for string), as p4c gives it."""
+    translation = getattr(t, "translation", None)
+    if translation is None:
+        return width
+    return translation[1] or 0
+
+
+def _param_types(action):
+    """The types of an action's directionless parameters (None where the compiler gives none)."""
+    params = getattr(action, "params", None)
+    types = [t for _, d, t in params if d is None] if params else []
+    return types if len(types) == len(action.runtime_params) else [None] * len(action.runtime_params)
 
 
 def _param_annotations(action):

@@ -50,6 +50,7 @@ class NewBitT(BitT):
     def __init__(self, width, signed, name):
         super().__init__(width, signed)
         self.name = name
+        self.translation = None     # (uri, controller width or None for string): @p4runtime_translation
 
 
 def _same_as(cls):

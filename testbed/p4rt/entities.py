@@ -192,6 +192,9 @@ class EntityHandler:
                 raise invalid(f"{owner}: field {field.name or fm.field_id} is {field.kind}, got a {kind} match")
             what = f"{owner} field {field.name or fm.field_id}"
             width = field.bitwidth
+            translated = self.index.translation(field.type_name)
+            if translated is not None:
+                _untranslated_field(what, field, translated, getattr(info, "data_plane_widths", {}).get(field.name))
             if kind == "exact":
                 keys[i] = E.Exact(decode_int(fm.exact.value, width, what))
             elif kind == "lpm":
@@ -252,7 +255,12 @@ class EntityHandler:
                 raise invalid(f"action {ainfo.name}: param id {p.param_id} is not one of its params")
             if param.name in args:
                 raise invalid(f"action {ainfo.name}: param {param.name} given twice")
-            args[param.name] = decode_int(p.value, param.bitwidth, f"action {ainfo.name} param {param.name}")
+            what = f"action {ainfo.name} param {param.name}"
+            args[param.name] = decode_int(p.value, param.bitwidth, what)
+            translated = self.index.translation(param.type_name)
+            if translated is not None:
+                _untranslated_value(what, param, translated, ainfo.data_plane_widths.get(param.name),
+                                    args[param.name])
         missing = [p.name for p in ainfo.params if p.name not in args]
         if missing:
             raise invalid(f"action {ainfo.name}: missing param(s) {', '.join(missing)}")
@@ -707,6 +715,30 @@ def _check_idle_timeout_fields(info, te):
     if not info.supports_idle_timeout and (te.idle_timeout_ns or te.HasField("time_since_last_hit")):
         raise invalid(f"table {info.name} does not support idle timeout (no support_timeout = true): "
                       "idle_timeout_ns must be 0 and time_since_last_hit unset")
+
+
+# @p4runtime_translation: P4Info gives such a type's values at the controller's width, and the
+# P4Runtime server is to translate them to the data plane's. This server knows no URI, like
+# simple_switch_grpc (PI translates nothing): values pass unchanged. It refuses what would not
+# pass unchanged, where simple_switch_grpc refuses a match key whose byte count differs from
+# the field's (BAD_MATCH_KEY) and silently truncates a too-wide action argument.
+def _translation_text(type_name, translated):
+    sdn = "string" if translated.HasField("sdn_string") else f"bit<{translated.sdn_bitwidth}>"
+    return f'type {type_name} (@p4runtime_translation("{translated.uri}", {sdn}))'
+
+
+def _untranslated_field(what, field, translated, width):
+    if width is None or translated.HasField("sdn_string") or translated.sdn_bitwidth != width:
+        raise invalid(f"{what}: {_translation_text(field.type_name, translated)} is not translated by this "
+                      f"server (it knows no URI, like simple_switch_grpc), so it takes match values only "
+                      f"where the controller's width equals the data plane's ({width} bits)")
+
+
+def _untranslated_value(what, param, translated, width, value):
+    if translated.HasField("sdn_string") or width is None or value >> width:
+        raise invalid(f"{what}: {_translation_text(param.type_name, translated)} is not translated by this "
+                      f"server (it knows no URI, like simple_switch_grpc): the value is used as it is, "
+                      f"so it must fit the data plane's {width} bits")
 
 
 def digest_data(index, digest_info, values):

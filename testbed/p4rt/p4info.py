@@ -11,8 +11,8 @@ from p4.config.v1 import p4info_pb2
 
 from testbed.p4rt.errors import P4RuntimeError, not_found
 
-MatchField = namedtuple("MatchField", "id name bitwidth kind")
-Param = namedtuple("Param", "id name bitwidth")
+MatchField = namedtuple("MatchField", "id name bitwidth kind type_name", defaults=(None,))
+Param = namedtuple("Param", "id name bitwidth type_name", defaults=(None,))
 MATCH_KINDS = {
     p4info_pb2.MatchField.EXACT: "exact",
     p4info_pb2.MatchField.LPM: "lpm",
@@ -44,9 +44,11 @@ class TableInfo:
     def __init__(self, table):
         self.id = table.preamble.id
         self.name = table.preamble.name
-        self.match_fields = [MatchField(m.id, m.name, m.bitwidth, MATCH_KINDS.get(m.match_type, m.other_match_type or "unknown"))
+        self.match_fields = [MatchField(m.id, m.name, m.bitwidth, MATCH_KINDS.get(m.match_type, m.other_match_type or "unknown"),
+                                        m.type_name.name or None)
                              for m in table.match_fields]
         self.field_by_id = {m.id: (i, m) for i, m in enumerate(self.match_fields)}
+        self.data_plane_widths = {}     # match field name -> the program's width, where P4Info translates it
         self.action_ids = {ref.id for ref in table.action_refs}
         self.default_only = {ref.id for ref in table.action_refs if ref.scope == p4info_pb2.ActionRef.DEFAULT_ONLY}
         self.table_only = {ref.id for ref in table.action_refs if ref.scope == p4info_pb2.ActionRef.TABLE_ONLY}
@@ -76,7 +78,8 @@ class ActionInfo:
     def __init__(self, action):
         self.id = action.preamble.id
         self.name = action.preamble.name
-        self.params = [Param(p.id, p.name, p.bitwidth) for p in action.params]
+        self.params = [Param(p.id, p.name, p.bitwidth, p.type_name.name or None) for p in action.params]
+        self.data_plane_widths = {}     # param name -> the program's width, where P4Info translates it
         self.param_by_id = {p.id: p for p in self.params}
         self.param_by_name = {p.name: p for p in self.params}
 
@@ -99,10 +102,17 @@ class P4InfoIndex:
         self.table_by_name = {t.name: t for t in self.tables.values()}
         self.action_by_name = {a.name: a for a in self.actions.values()}
         self.digest_by_name = {d.preamble.name: d for d in self.digests.values()}
+        # @p4runtime_translation types by name: P4Info gives their values' controller width
+        self.translations = {name: spec.translated_type for name, spec in p4info.type_info.new_types.items()
+                             if spec.HasField("translated_type")}
         self.controller_headers = {}
         for header in p4info.controller_packet_metadata:
             self.controller_headers[header.preamble.name] = [
                 (m.id, m.name, m.bitwidth) for m in header.metadata]
+
+    def translation(self, type_name):
+        """The translated_type of a `type` with @p4runtime_translation, else None."""
+        return self.translations.get(type_name) if type_name else None
 
     def _get(self, mapping, id_, kind):
         try:

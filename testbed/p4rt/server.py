@@ -625,7 +625,9 @@ def _check_p4info_matches(index, pipeline):
         # wider than the field through (or make the server build huge masks)
         for field, key in zip(info.match_fields, table.keys):
             width = getattr(key, "width", None)
-            if width is not None and field.bitwidth != width:
+            if width is not None and index.translation(field.type_name) is not None:
+                info.data_plane_widths[field.name] = width      # P4Info gives the controller's width
+            elif width is not None and field.bitwidth != width:
                 raise invalid(f"P4Info table {info.name} field {field.name} is {field.bitwidth} bits wide, "
                               f"the program's is {width}")
     compiled = getattr(getattr(pipeline, "program", None), "compiled", None)
@@ -633,8 +635,17 @@ def _check_p4info_matches(index, pipeline):
         engine = compiled.actions.get(action.name)
         params = dict(engine.runtime_params) if engine is not None else {}
         for param in action.params:
-            if engine is not None and params.get(param.name) != param.bitwidth:
+            if engine is not None and index.translation(param.type_name) is not None and param.name in params:
+                action.data_plane_widths[param.name] = params[param.name]
+            elif engine is not None and params.get(param.name) != param.bitwidth:
                 raise invalid(f"P4Info action {action.name} param {param.name} ({param.bitwidth} bits) does "
                               f"not match the program's ({params.get(param.name, 'no such param')})")
+    for name, htype, _ in getattr(compiled, "controller_headers", None) or ():
+        # packet metadata is cut at the program's widths; values are not translated (see entities)
+        fields = index.controller_headers.get(name)
+        widths = dict((field, getattr(ftype, "width", None)) for field, ftype in htype.fields)
+        if fields:
+            index.controller_headers[name] = [(fid, fname, widths.get(fname) or width)
+                                              for fid, fname, width in fields]
         # The engine knows best when entries need priorities (e.g. several lpm keys).
         info.needs_priority = getattr(table, "needs_priority", info.needs_priority)
