@@ -242,7 +242,7 @@ class Bmv2Limits:
                 if case.body is not None:
                     out = _union(out, self._path_stmt(case.body, tables, set(seen)))
             return _union(out, None if has_default else set(seen))
-        if k == "for":
+        if k in ("for", "for_in"):
             return seen         # reported as a loop already
         for child in ("expr", "rhs", "lhs", "init"):
             node = getattr(s, child, None)

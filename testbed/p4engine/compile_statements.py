@@ -47,6 +47,8 @@ class StatementsMixin:
             self.stmt_block(s, ctx)
         elif k == "for":
             self.for_loop(s, ctx)
+        elif k == "for_in":
+            self.for_in_loop(s, ctx)
         elif k in ("break", "continue"):
             if not ctx.in_loop:
                 self.err(f"'{k}' outside a for loop", s.loc)
@@ -106,6 +108,45 @@ class StatementsMixin:
         em.line(f"{first} = False")
         if s.cond is not None:
             em.line(f"if not {self.cond_expr(s.cond, c)}: break")
+        body = c.child()
+        body.in_loop = True
+        self.stmt_block(s.body, body)
+        em.dedent()
+
+    def for_in_loop(self, s, ctx):
+        """for (T v in lo .. hi) / for (T v in (list<T>) {a, b, ..}) body: the range's bounds or
+        the list's elements are evaluated once, before the first pass (as p4c does); v takes
+        each value in turn, whatever the body assigns to it (lo > hi: no pass)."""
+        em = ctx.em
+        if ctx.where == "parser":
+            self.err("for loops are not allowed in a parser state", s.loc)
+        if self.limits is not None:
+            self.limits.loop(s)
+        t = self.resolve_type(s.type)
+        if not isinstance(t, T.BitT):
+            self.err(f"a for-in loop variable must be bit<W> or int<W>, not {t}", s.loc)
+        coll = s.collection
+        if coll.kind == "for_range":
+            low = self.convert(self.scalar(self.expr(coll.low, ctx, t), coll.low.loc), t, coll.low.loc)
+            high = self.convert(self.scalar(self.expr(coll.high, ctx, t), coll.high.loc), t, coll.high.loc)
+            values = f"range({low.code}, ({high.code}) + 1)"
+        else:
+            if coll.kind == "cast" and coll.type.kind == "t_list":
+                elem = self.resolve_type(coll.type.elem)
+                if elem != t:
+                    self.err(f"the list holds {elem}, the loop variable is {t}", coll.loc)
+                coll = coll.expr
+            if coll.kind != "list":
+                self.err("a for-in loop runs over a range (lo .. hi) or a list ((list<T>) {a, b, ..})",
+                         coll.loc)
+            items = [self.convert(self.scalar(self.expr(e, ctx, t), e.loc), t, e.loc) for e in coll.items]
+            values = f"({''.join(v.code + ', ' for v in items)})"
+        c = ctx.child()
+        var = self.local_var(Node("var", s.loc, annos=s.annos, type=s.type, name=s.name, init=None), c)
+        each = c.temp()
+        em.line(f"for {each} in {values}:")
+        em.indent()
+        em.line(f"{var.code} = {each}")
         body = c.child()
         body.in_loop = True
         self.stmt_block(s.body, body)

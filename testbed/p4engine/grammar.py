@@ -22,7 +22,7 @@ ann_arg: expr | any_name "=" expr | base_type | "string" -> t_string    // @p4ru
 
 // ---------------- types
 ?type_ref: base_type | named_type | spec_type | stack_type | "void" -> t_void | "error" -> t_error
-          | "string" -> t_string | "tuple" _lt type_list _gt -> t_tuple
+          | "string" -> t_string | "tuple" _lt type_list _gt -> t_tuple | "list" _lt type_ref _gt -> t_list
 base_type: "bool"                      -> t_bool
          | "bit"                       -> t_bit1
          | "bit" _lt width _gt         -> t_bit
@@ -120,6 +120,8 @@ switch_case: switch_label ":" block?
 ?switch_label: "default" -> sw_default | expr | TYPE_IDENT   // a constant expression, or an action name
 var_decl: [annotations] type_ref member_name ("=" expr)? ";"
 for_stmt: "for" "(" for_items ";" [expr] ";" for_items ")" _stmt
+        | "for" "(" [annotations] type_ref member_name "in" for_collection ")" _stmt -> for_in
+?for_collection: expr | expr ".." expr -> for_range
 for_items: [for_item ("," for_item)*]
 ?for_item: [annotations] type_ref member_name "=" expr -> for_var
          | expr "=" expr -> assignment

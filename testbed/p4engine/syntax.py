@@ -464,6 +464,10 @@ class AstBuilder(Transformer):
         return Node("t_tuple", self._loc(meta), types=[c for c in ch if isinstance(c, list)][0])
 
     @v_args(meta=True)
+    def t_list(self, meta, ch):
+        return Node("t_list", self._loc(meta), elem=[c for c in ch if isinstance(c, Node)][0])
+
+    @v_args(meta=True)
     def t_dontcare(self, meta, ch):
         return Node("t_dontcare", self._loc(meta))
 
@@ -792,6 +796,15 @@ class AstBuilder(Transformer):
     @v_args(meta=True)
     def for_stmt(self, meta, ch):
         return Node("for", self._loc(meta), init=ch[0], cond=ch[1], update=ch[2], body=ch[3])
+
+    @v_args(meta=True)
+    def for_in(self, meta, ch):
+        return Node("for_in", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]),
+                    collection=ch[3], body=ch[4])
+
+    @v_args(meta=True)
+    def for_range(self, meta, ch):
+        return Node("for_range", self._loc(meta), low=ch[0], high=ch[1])
 
     def for_items(self, ch):
         return [c for c in ch if c is not None]
