@@ -585,3 +585,25 @@ def test_a_default_value_reads_the_names_seen_where_the_parameter_is_declared():
     assert out[12:14] == bytes([2, 2])          # the control's K, where local_set is declared
     assert out[10:12] == bytes([1, 1])          # the global K, where pick is declared
     assert out[4:6] == bytes([3, 3])            # an argument given is read where the call is
+
+
+def test_a_size_on_a_table_of_constant_entries_is_a_warning_as_p4c_drops_it():
+    # p4c's CheckTableSize warns and drops the size of tables the control plane cannot fill
+    src = program("""
+        action fwd(bit<9> port) { sm.egress_spec = port; }
+        table by_dst {
+            key = { hdr.eth.dst : exact; }
+            actions = { fwd; }
+            const entries = { 0xAA : fwd(3); 0xBB : fwd(4); }
+            size = 1;
+        }
+        table keyless { actions = { fwd; } default_action = fwd(5); size = 16; }
+        apply { if (!by_dst.apply().hit) { keyless.apply(); } }""")
+    compiled = compile_source(src)
+    messages = [w[3] for w in compiled.compiled.warnings]
+    assert "table by_dst: size 1 specified for table with constant entries" in messages
+    assert "table keyless: size 16 specified for table without keys" in messages
+    assert [(t.preamble.name, t.size) for t in compiled.p4info.tables] == [("I.by_dst", 1), ("I.keyless", 16)]
+    pipeline = compiled.new_pipeline()
+    assert [port for port, _ in pipeline.process(0, frame(dst=0xBB))] == [4]
+    assert [port for port, _ in pipeline.process(0, frame(dst=0xCC))] == [5]

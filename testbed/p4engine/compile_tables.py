@@ -124,12 +124,24 @@ class TablesMixin:
         if hasattr(info, "_entries_node"):
             const_entries = self.const_entries(info, info._entries_node, ctx)
             info.const_entries = const_entries
+        capacity = info.size
+        size_prop = next((p for p in d.props if p.kind == "tp_value" and p.name == "size"), None)
+        if size_prop is not None:
+            # p4c's midend (CheckTableSize) warns and drops the size of a table that cannot hold
+            # control-plane entries; P4Info keeps it as written
+            entries_node = getattr(info, "_entries_node", None)
+            why = ("with constant entries" if entries_node is not None and entries_node.const
+                   else "without keys" if not keys and info.size != 1 else None)
+            if why is not None:
+                self.out.warnings.append((size_prop.loc.file, size_prop.loc.line, size_prop.loc.col,
+                                          f"table {d.name}: size {info.size} specified for table {why}"))
+                capacity = max(info.size, len(const_entries or ()))
         action_params = {ai.name: ai.runtime_params for ai, _ in info.actions}
         table_only = {ai.name for ai, an in info.actions if anno(an, "tableonly")}
         default_only = {ai.name for ai, an in info.actions if anno(an, "defaultonly")}
         try:
             table_class = tb.IdleTimeoutTable if info.idle_timeout else tb.Table
-            obj = table_class(name, keys, action_names, size=info.size, default_action=default,
+            obj = table_class(name, keys, action_names, size=capacity, default_action=default,
                               const_default_action=info.const_default, const_entries=const_entries,
                               implementation=info.implementation.obj if info.implementation else None,
                               selector_keys=sel_keys,
