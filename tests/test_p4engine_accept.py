@@ -607,3 +607,23 @@ def test_a_size_on_a_table_of_constant_entries_is_a_warning_as_p4c_drops_it():
     pipeline = compiled.new_pipeline()
     assert [port for port, _ in pipeline.process(0, frame(dst=0xBB))] == [4]
     assert [port for port, _ in pipeline.process(0, frame(dst=0xCC))] == [5]
+
+
+def test_qid_is_the_priority_queue_when_the_v1model_declares_it(tmp_path):
+    # Programs shipping their own v1model.p4 with queueing_metadata.qid (as nsg-ethz's
+    # p4-learning multiqueueing example does): BMv2 sets it at egress to the queue's priority
+    from pathlib import Path
+    import testbed.p4engine as engine
+    bundled = Path(engine.__file__).parent / "include" / "v1model.p4"
+    text = bundled.read_text()
+    anchor = 'bit<3> priority;'
+    assert anchor in text
+    (tmp_path / "v1model.p4").write_text(
+        text.replace(anchor, anchor + '\n    @alias("queueing_metadata.qid") bit<5> qid;', 1))
+    src = program("""
+        apply { sm.egress_spec = 1; sm.priority = 5; }""").replace("#include <v1model.p4>", '#include "v1model.p4"')
+    src = src.replace("control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) { apply { } }",
+                      "control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) "
+                      "{ apply { hdr.eth.type = (bit<16>)sm.qid; } }")
+    (tmp_path / "qid.p4").write_text(src)
+    assert engine.compile_file(str(tmp_path / "qid.p4")).new_pipeline().process(0, frame()) == [(1, frame(ethertype=5))]

@@ -151,6 +151,9 @@ class Pipeline:
         self._queueing_slots = tuple(sm[f] for f in ("enq_timestamp", "enq_qdepth", "deq_timedelta",
                                                      "deq_qdepth", "egress_global_timestamp"))
         self._ingress_ts = sm["ingress_global_timestamp"]
+        # a v1model that declares queueing_metadata.qid (BMv2 fills it when the program has it):
+        # the priority queue the packet left from
+        self._qid = sm.get("qid")
         self._hdr_lo, n = c.hdr_region
         self._hdr_hi = self._hdr_lo + n
         self._field_lists = c.field_lists
@@ -310,6 +313,8 @@ class Pipeline:
         S[egress_ts] = now_us & 0xFFFFFFFFFFFF
         S[self._egress_port] = job.egress_port
         S[self._egress_spec] = self.drop_port + 1
+        if self._qid is not None:
+            S[self._qid] = job.priority
         S[self._packet_length] = job.packet_length
         try:
             self._egress(S)
