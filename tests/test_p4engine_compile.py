@@ -254,3 +254,33 @@ def test_function_like_macros_expand_with_arguments():
     src = ("#define PORT_FOR(x, base) ((bit<9>)(x) + base)\n#define IS_TAGGED(h) (h.tag.isValid())\n"
            "#define TWICE(v) ((v) + (v))\n" + src)
     assert compile_source(src).new_pipeline().process(0, ETH + b"\x03\x05") == [(5, ETH + b"\x03\x14")]
+
+
+def test_macros_paste_tokens_and_make_strings_as_cpp_does():
+    # nsg-ethz p4-learning's count-min sketch declares its registers with `sketch##num`
+    src = program("", PARSE_ETH_TAG, """
+        COUNTER(0)
+        COUNTER(1)
+        NAMED(by "name") register<bit<8>>(1) unnamed;
+        apply {
+            BUMP(0, hdr.tag.a);
+            BUMP(1, hdr.tag.b);
+            standard_metadata.egress_spec = (bit<9>)(hdr.tag.a + WIDE(hdr.tag.b)[7:0]);
+            unnamed.write(0, 1);
+        }""")
+    src = ("#define COUNTER(n) register<bit<8>>(4) count##n;\n"
+           "#define BUMP(n, v) count##n.write(0, v + 1); count ## n.read(v, 0)\n"
+           "#define WIDE(x) ((bit<16>)x)\n#define NAMED(x) @name(#x)\n" + src)
+    compiled = compile_source(src)
+    assert [r.preamble.name for r in compiled.p4info.registers] == ["I.count0", "I.count1", 'I.by "name"']
+    assert compiled.new_pipeline().process(0, ETH + b"\x03\x05") == [(10, ETH + b"\x04\x06")]
+
+
+@pytest.mark.parametrize("define, message", [
+    ("#define BAD(x) # y\n", "'#' must be followed by a parameter"),
+    ("#define BAD(x) ## x\n", "'##' cannot be at either end"),
+])
+def test_bad_paste_or_stringize_is_refused_on_its_line(define, message):
+    with pytest.raises(P4Error) as e:
+        compile_source(define + program("", PARSE_ETH_TAG, "apply { }"))
+    assert message in str(e.value) and "<string>:1:" in str(e.value)

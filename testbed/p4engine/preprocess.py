@@ -12,6 +12,8 @@ MAX_EXPANSION = 1 << 16      # characters one line may expand to (exponential ma
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIRECTIVE = re.compile(r"^\s*#\s*([A-Za-z_]+)?(.*)$")
 _TOKEN_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|[A-Za-z_][A-Za-z0-9_]*')
+_BODY_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|##|#|[A-Za-z_][A-Za-z0-9_]*|\s+|.')
+_PASTE = re.compile(r"\s*##\s*")
 
 
 def strip_comments(text, file, source_map):
@@ -155,12 +157,16 @@ class Preprocessor:
                     if params is None or not all(_IDENT.fullmatch(x) for x in params):
                         raise P4Error(f"#define {macro}(...): parameters must be names", loc, self.source_map)
                     text_body = body[close + 1:].strip()
-                    if "#" in text_body:
-                        raise P4Error(f"#define {macro}: # and ## in macro bodies are not supported", loc,
-                                      self.source_map)
+                    for m in re.finditer(r"(?<!#)#(?!#)\s*([A-Za-z_][A-Za-z0-9_]*)?", text_body):
+                        if m.group(1) not in params:
+                            raise P4Error(f"#define {macro}: '#' must be followed by a parameter", loc,
+                                          self.source_map)
+                    self._check_paste(macro, text_body, loc)
                     self.macros[macro] = (params, text_body)
                 else:
-                    self.macros[macro] = body.strip()
+                    body = body.strip()
+                    self._check_paste(macro, body, loc)
+                    self.macros[macro] = _PASTE.sub("", body) if "##" in body else body
             elif name == "undef":
                 self.macros.pop(self._macro_name(rest, loc), None)
             elif name == "include":
@@ -176,6 +182,11 @@ class Preprocessor:
         if stack:
             raise P4Error("#if without matching #endif", Loc(file, len(lines), 1), self.source_map)
         self.depth -= 1
+
+    def _check_paste(self, macro, body, loc):
+        if body.startswith("##") or body.endswith("##"):
+            raise P4Error(f"#define {macro}: '##' cannot be at either end of a macro body", loc,
+                          self.source_map)
 
     def _macro_name(self, rest, loc):
         m = _IDENT.match(rest)
@@ -241,9 +252,9 @@ class Preprocessor:
                 if len(args) != len(params) and not (params == [] and args == [""]):
                     raise P4Error(f"macro {tok} takes {len(params)} argument(s), got {len(args)}",
                                   Loc(file, line, m.start() + 1), self.source_map)
-                values = {p: self._expand(a.strip(), file, line, seen) for p, a in zip(params, args)}
-                body = _IDENT.sub(lambda x: values.get(x.group(0), x.group(0)), body)
-                out.append(self._expand(body, file, line, seen | {tok}))
+                raw = {p: a.strip() for p, a in zip(params, args)}
+                values = {p: self._expand(a, file, line, seen) for p, a in raw.items()}
+                out.append(self._expand(_substitute(body, raw, values), file, line, seen | {tok}))
 
     @staticmethod
     def _macro_args(text, pos):
@@ -333,3 +344,26 @@ def _safe_eval(node):
     if isinstance(node, ast.IfExp):
         return _safe_eval(node.body) if _safe_eval(node.test) else _safe_eval(node.orelse)
     raise ValueError("unsupported")
+
+
+def _substitute(body, raw, values):
+    """A function-like macro's body with its arguments in, as cpp does: `#p` is the argument's
+    text as a string literal, a parameter next to `##` is its text unexpanded, and `##` then
+    joins its neighbours; other parameters are their expanded arguments."""
+    tokens = _BODY_TOKEN.findall(body)
+    solid = [i for i, t in enumerate(tokens) if not t.isspace()]
+    skip = set()
+    for n, i in enumerate(solid):
+        t = tokens[i]
+        before = tokens[solid[n - 1]] if n else None
+        after = tokens[solid[n + 1]] if n + 1 < len(solid) else None
+        if t == "#" and after in raw:
+            arg = raw[after].replace("\\", "\\\\").replace('"', '\\"')
+            tokens[i], tokens[solid[n + 1]] = f'"{arg}"', ""
+            skip.add(solid[n + 1])
+            for k in range(i + 1, solid[n + 1]):
+                tokens[k] = ""          # the spaces between # and its parameter
+        elif i not in skip and t in raw:
+            tokens[i] = raw[t] if "##" in (before, after) else values[t]
+    out = "".join(tokens)
+    return _PASTE.sub("", out) if "##" in body else out
