@@ -627,3 +627,33 @@ def test_qid_is_the_priority_queue_when_the_v1model_declares_it(tmp_path):
                       "{ apply { hdr.eth.type = (bit<16>)sm.qid; } }")
     (tmp_path / "qid.p4").write_text(src)
     assert engine.compile_file(str(tmp_path / "qid.p4")).new_pipeline().process(0, frame()) == [(1, frame(ethertype=5))]
+
+
+# ------------------------------------------------------------------ literals wider than their width
+
+def test_a_literal_too_wide_keeps_its_low_bits_with_a_warning_as_in_p4c():
+    # p4c: "[--Wwarn=overflow] warning: 16w0x10005: value does not fit in 16 bits" (it was refused),
+    # and the same for an integer implicitly cast (it was silently truncated); none in code p4c
+    # folds away before it casts
+    src = program("""
+        apply {
+            hdr.eth.type = 16w0x1_0005;
+            hdr.eth.src[7:0] = (bit<8>)SMALL;
+            hdr.eth.dst[15:8] = 300;
+            if (false) { hdr.eth.dst[7:0] = 0x1FF; }
+        }""", decls="const int<8> SMALL = 8s200;")
+    compiled = compile_source(src, "wide.p4")
+    lines = src.splitlines()
+    messages = {(line, col): text for _, line, col, text in compiled.compiled.warnings}
+    type_line = next(i for i, text in enumerate(lines, 1) if "16w0x1_0005" in text)
+    c_line = next(i for i, text in enumerate(lines, 1) if "8s200" in text)
+    assert messages[(type_line, lines[type_line - 1].index("16w") + 1)].startswith(
+        "16w0x10005: value does not fit in 16 bits; bit<16> keeps 5")
+    assert messages[(c_line, lines[c_line - 1].index("8s200") + 1)].startswith(
+        "8s200: signed value does not fit in 8 bits; int<8> keeps -56")
+    cast_line = next(i for i, text in enumerate(lines, 1) if "= 300;" in text)
+    assert messages[(cast_line, lines[cast_line - 1].index("300") + 1)].startswith(
+        "300: value does not fit in 8 bits; bit<8> keeps 44")
+    assert len(messages) == 3
+    [(_, out)] = compiled.new_pipeline().process(0, frame())
+    assert out[12:14] == bytes([0, 5]) and out[11] == 200 and out[4] == 44

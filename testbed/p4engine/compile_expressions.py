@@ -21,6 +21,7 @@ class ExpressionsMixin:
             return v
         if isinstance(t, T.BitT) and isinstance(vt, T.IntLitT):
             if v.is_const:
+                self.warn_if_truncated(v.const, t, v.loc or loc)
                 return lit(wrap(v.const, t), t)
             return Val("rv", t, self.wrap_code(v.code, t))
         if isinstance(t, T.IntLitT) and isinstance(vt, T.BitT):
@@ -32,6 +33,21 @@ class ExpressionsMixin:
             # enum type, which is stored as the underlying bits)
             return Val("rv", t, v.code, const=v.const)
         self.err(f"cannot use a value of type {vt} where {t} is expected (use an explicit cast)", loc)
+
+    def warn_if_truncated(self, value, t, loc):
+        """An integer where bit<W>/int<W> is expected: p4c's implicit cast keeps its low W bits
+        and warns (ir/expression.cpp, Constant::handleOverflow); so does the engine."""
+        kept = wrap(value, t)
+        if kept == value or self.folded_away:     # p4c folds dead branches away before it casts
+            return
+        if not t.signed and value < 0:
+            reason = "negative value with unsigned type"
+        else:
+            reason = f"{'signed ' if t.signed else ''}value does not fit in {t.width} bits"
+        warning = (loc.file, loc.line, loc.col, f"{const_text(value)}: {reason}; {t} keeps {const_text(kept)}, "
+                                                f"as p4c truncates it")
+        if warning not in self.out.warnings:
+            self.out.warnings.append(warning)
 
     def wrap_code(self, code, t):
         """Python code for `code` wrapped to type t's width (parenthesized: used inside larger code)."""
@@ -62,10 +78,19 @@ class ExpressionsMixin:
     def x_int(self, n, ctx, expected):
         if n.width is not None:
             t = T.BitT(n.width, n.signed)
-            if not n.signed and n.value >> n.width:
-                self.err(f"value {n.value} does not fit in {t}", n.loc)
-            return lit(wrap(n.value, t), t)
-        return lit(n.value, T.INTLIT)
+            kept = wrap(n.value, t)
+            if kept != n.value:     # p4c keeps the low bits and warns (Constant::handleOverflow)
+                digits = {16: f"{n.value:#x}", 2: f"{n.value:#b}", 8: f"{n.value:#o}"}.get(
+                    getattr(n, "base", 10), str(n.value)) if n.value.bit_length() <= 128 else const_text(n.value)
+                warning = (n.loc.file, n.loc.line, n.loc.col,
+                           f"{n.width}{'s' if n.signed else 'w'}{digits}: {'signed ' if n.signed else ''}value "
+                           f"does not fit in {n.width} bits; {t} keeps {kept}, as p4c truncates it")
+                if warning not in self.out.warnings:
+                    self.out.warnings.append(warning)
+            return lit(kept, t)
+        v = lit(n.value, T.INTLIT)
+        v.loc = n.loc           # where a warning about its implicit cast points, as p4c's does
+        return v
 
     def x_evaluated(self, n, ctx, expected):
         return n.val
@@ -293,7 +318,9 @@ class ExpressionsMixin:
             self.err(f"'{n.op}' needs a number, not {t}", n.loc)
         if n.op == "-":
             if v.is_const:
-                return lit(wrap(-v.const, t) if isinstance(t, T.BitT) else -v.const, t)
+                negated = lit(wrap(-v.const, t) if isinstance(t, T.BitT) else -v.const, t)
+                negated.loc = n.loc
+                return negated
             if isinstance(t, T.BitT):
                 return Val("rv", t, self.wrap_code(f"-{v.code}", t))
             return Val("rv", t, f"(-{v.code})")
@@ -481,10 +508,12 @@ class ExpressionsMixin:
         mark = ctx.em.mark()
         outer = ctx.unreachable
         ctx.unreachable = outer or unreachable
+        self.folded_away += unreachable
         try:
             v = fn()
         finally:
             ctx.unreachable = outer
+            self.folded_away -= unreachable
         lines = ctx.em.lines[mark:]
         del ctx.em.lines[mark:]
         return v, lines

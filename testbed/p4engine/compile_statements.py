@@ -155,10 +155,14 @@ class StatementsMixin:
     def stmt_block(self, s, ctx, unreachable=False):
         c = ctx.child()
         c.unreachable = c.unreachable or unreachable
-        if s.kind == "block":
-            self.stmts(s.stmts, c)
-        else:
-            self.stmt(s, c)
+        self.folded_away += unreachable
+        try:
+            if s.kind == "block":
+                self.stmts(s.stmts, c)
+            else:
+                self.stmt(s, c)
+        finally:
+            self.folded_away -= unreachable
 
     def switch(self, s, ctx):
         em = ctx.em

@@ -230,26 +230,11 @@ class TablesMixin:
             v = self.expr(a, ctx, pt)
             if not v.is_const:
                 self.err(f"{what}: argument for '{pn}' must be a constant", a.loc)
-            if isinstance(pt, T.BitT) and isinstance(v.type, T.IntLitT):
-                self.warn_if_truncated(v.const, pt, a.loc, f"{what}: argument for '{pn}'")
             cv = self.convert(self.scalar(v, a.loc), pt, a.loc).const
             if isinstance(pt, T.BitT):
                 cv = wrap(cv, pt) & pt.mask
             args[pn] = int(cv)
         return (ai, ai.control_args(args))
-
-    def warn_if_truncated(self, value, t, loc, what):
-        """An integer literal given where bit<W>/int<W> is expected: p4c's implicit cast keeps its
-        low W bits and warns (ir/expression.cpp, Constant::handleOverflow); so does the engine."""
-        kept = wrap(value, t)
-        if kept == value:
-            return
-        if not t.signed and value < 0:
-            reason = "negative value with unsigned type"
-        else:
-            reason = f"{'signed ' if t.signed else ''}value does not fit in {t.width} bits"
-        self.out.warnings.append((loc.file, loc.line, loc.col,
-                                  f"{what}: {value}: {reason}; {t} keeps {kept}, as p4c truncates it"))
 
     def const_entries(self, info, node, ctx):
         from . import tables as tb

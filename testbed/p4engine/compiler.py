@@ -65,6 +65,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.parser_depth = 0            # parsers being compiled, one inside the other
         self.uses = {}                   # block instance -> {"tables"|"actions"|"blocks": names its live code uses}
         self.sub_blocks = set()          # parser/control instances declared inside another block
+        self.folded_away = 0             # > 0 while compiling code p4c's constant folding removes
 
     # ------------------------------------------------------------------------- diagnostics
     def err(self, msg, loc):

@@ -158,6 +158,14 @@ def compile_function(self, decl, scope, prefix):
     cache = self.__dict__.setdefault("_functions", {})
     if id(decl) in cache:
         return cache[id(decl)]
+    outer_folded, self.folded_away = self.folded_away, 0    # its body is live wherever first called
+    try:
+        return _compile_function(self, decl, scope, prefix, cache)
+    finally:
+        self.folded_away = outer_folded
+
+
+def _compile_function(self, decl, scope, prefix, cache):
     from .codegen import Emitter
     proto = decl.proto
     if proto.tparams:
