@@ -657,3 +657,42 @@ def test_a_literal_too_wide_keeps_its_low_bits_with_a_warning_as_in_p4c():
     assert len(messages) == 3
     [(_, out)] = compiled.new_pipeline().process(0, frame())
     assert out[12:14] == bytes([0, 5]) and out[11] == 200 and out[4] == 44
+
+
+def test_a_table_key_may_call_a_function():
+    # p4c's issue2258-bmv2: the call's temporaries belong to the table's lookup (NameError before)
+    from testbed.p4engine.tables import ActionCall, Exact
+    src = program("""
+        action fwd(bit<9> port) { sm.egress_spec = port; }
+        table t {
+            key = { low_byte(hdr.eth.dst): exact @name("low"); }
+            actions = { fwd; }
+        }
+        apply { t.apply(); }""", decls="bit<8> low_byte(in bit<48> v) { return v[7:0]; }")
+    pipeline = compile_source(src).new_pipeline()
+    pipeline.tables["I.t"].insert([Exact(0xAA)], ActionCall("I.fwd", {"port": 7}))
+    assert [port for port, _ in pipeline.process(0, frame(dst=0x11AA))] == [7]
+    assert [port for port, _ in pipeline.process(0, frame(dst=0x11AB))] == [0]
+
+
+def test_a_header_stack_index_out_of_range_writes_nothing_and_touches_no_other_field():
+    # P4_16: such a write has no effect, a read an unspecified value (p4c's gauntlet_index_5
+    # STF expects the packet unchanged). Unchecked, hdr.tags[i] past the stack reached the
+    # slots of the fields declared after it
+    src = program("""
+        apply {
+            bit<8> i = hdr.eth.dst[7:0];
+            hdr.tags[i].v = 0x77;
+            hdr.eth.type = (bit<16>)hdr.tags[0].v;
+            sm.egress_spec = 1;
+        }""", decls="header tag_t { bit<8> v; }\nstruct tagged_t { eth_t eth; tag_t[2] tags; eth_t after; }")
+    src = src.replace("struct headers_t { eth_t eth; }", "").replace("headers_t", "tagged_t")
+    src = src.replace("pkt.extract(hdr.eth);", "pkt.extract(hdr.eth); pkt.extract(hdr.after);")
+    src = src.replace("pkt.emit(hdr.eth);", "pkt.emit(hdr.eth); pkt.emit(hdr.after);")
+    pipeline = compile_source(src).new_pipeline()
+
+    def packet(index, ethertype=0x0800):     # eth, then the header declared after the stack
+        return frame(dst=index, ethertype=ethertype)[:14] + frame(dst=0x0102030405FF)[:14] + b"tail"
+    assert pipeline.process(0, packet(0)) == [(1, packet(0, ethertype=0x77))]
+    for index in (2, 3, 200):
+        assert pipeline.process(0, packet(index)) == [(1, packet(index, ethertype=0))]

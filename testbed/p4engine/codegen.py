@@ -125,6 +125,12 @@ def reject_parse(S, P, o):
     raise ParserError(0, o)
 
 
+def stack_slot(first, index, size, element_slots, scratch):
+    """The first slot of element `index` of a stack whose elements start at `first`; an index
+    out of range gets `scratch`, storage of its own."""
+    return first + index * element_slots if 0 <= index < size else scratch
+
+
 class ExitControl(Exception):
     """`exit`: leaves every control currently running (caught where the architecture called it)."""
 

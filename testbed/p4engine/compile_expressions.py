@@ -488,7 +488,13 @@ class ExpressionsMixin:
     def stack_elem_slot(self, base, idx_code, ctx, loc):
         t = base.type
         esz = t.elem.slots()
-        return f"({base.slot} + 1 + ({idx_code}) * {esz})" if not isinstance(idx_code, int) else base.slot + 1 + idx_code * esz
+        if isinstance(idx_code, int):
+            return base.slot + 1 + idx_code * esz
+        # An index out of range reaches an element of its own, not the stack's neighbours: a
+        # write there has no effect and a read gives an unspecified value (the P4_16 spec; p4c's
+        # HSIndexSimplifier compiles it so, and p4c's gauntlet_index_5 STF expects it)
+        scratch = self.alloc(t.elem, f"{t} index out of range")
+        return f"stack_slot({slot_add(base.slot, 1)}, {idx_code}, {t.size}, {esz}, {scratch})"
 
     def snapshot_all(self, v, ctx):
         """snapshot() for lists and aggregates too (copied into fresh storage)."""

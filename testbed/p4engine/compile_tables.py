@@ -32,8 +32,11 @@ class TablesMixin:
                         self.err(f"unknown match kind '{mk}'", ke.loc)
                     if mk not in SUPPORTED_MATCH_KINDS:
                         self.err(f"match kind '{mk}' is not supported", ke.loc)
-                    v = self.expr(ke.expr, ctx)
-                    v = self.scalar(v, ke.expr.loc)
+                    # what the key's expression emits (a function call's temporaries) runs in
+                    # the table's own apply function, before its lookup
+                    v, lines = self.captured(ctx, lambda: self.scalar(self.expr(ke.expr, ctx), ke.expr.loc))
+                    indent = "    " * ctx.em.level
+                    info.key_lines.extend(line[len(indent):] for line in lines)
                     if isinstance(v.type, T.BoolT):
                         v = Val("rv", T.BitT(1), f"(1 if {v.code} else 0)")
                     w = T.width_of(v.type)
@@ -350,6 +353,8 @@ class TablesMixin:
         sm = self.out.sm
         em.line(f"def {fn}(S):")
         em.indent()
+        for line in info.key_lines:
+            em.line(line)
         keys = ", ".join(v.code for _, _, _, v in info.keys)
         if info.keys:
             keys += ","

@@ -30,6 +30,7 @@ class TableInfo:
         self.name, self.decl = name, decl
         self.keys = []            # (name, match_kind, width, Val)
         self.selector_keys = []   # (name, width, Val)
+        self.key_lines = []       # statements the key expressions need (run before each lookup)
         self.actions = []         # (ActionInfo, annos)
         self.size = 1024
         self.default_action = None     # (ActionInfo, args dict)
