@@ -260,6 +260,21 @@ def test_device_config_may_not_include_the_switchs_files(tmp_path):
         switch.close()
 
 
+def test_a_bmv2_json_device_config_is_named_as_such():
+    """p4lang/tutorials' controllers push p4c-bm2-ss's JSON: the answer says what to send instead
+    of a P4 syntax error at its first brace."""
+    from testbed.p4rt.errors import P4RuntimeError
+    from testbed.p4rt.server import compile_device_config
+    bmv2_json = b'{\n  "header_types" : [], "headers" : [], "pipelines" : []\n}\n'
+    with pytest.raises(P4RuntimeError) as err:
+        compile_device_config(bmv2_json)
+    assert err.value.code == code_pb2.INVALID_ARGUMENT
+    assert "is a BMv2 JSON" in err.value.message and "P4_16 source" in err.value.message
+    with pytest.raises(P4RuntimeError) as err:           # a P4 program stays a P4 program
+        compile_device_config(b"{ this is not P4 }")
+    assert "does not compile" in err.value.message
+
+
 def test_packet_out_flood_is_bounded_and_told_resource_exhausted():
     """Packet-outs wait in a bounded queue for the data path: past it they are refused with a
     RESOURCE_EXHAUSTED stream error instead of growing the switch's memory."""

@@ -18,6 +18,7 @@ entries reach the primary as IdleTimeoutNotification.
 """
 from concurrent import futures
 import itertools
+import json
 import logging
 import queue
 import threading
@@ -39,6 +40,17 @@ LOG = logging.getLogger("rocelab.p4rt")
 Request = p4runtime_pb2.SetForwardingPipelineConfigRequest
 
 
+def _is_bmv2_json(text):
+    """What p4lang/tutorials' controllers send BMv2 (the p4c-bm2-ss output), not P4 source."""
+    if not text.lstrip().startswith("{"):
+        return False
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and ("pipelines" in doc or "header_types" in doc)
+
+
 def compile_device_config(device_config, target=None):
     """Default compiler: the device config is P4_16 source, compiled by the engine in a child
     process (testbed/p4engine/isolated.py: the parse would leave ~18 MB in this one for good).
@@ -48,6 +60,10 @@ def compile_device_config(device_config, target=None):
     except UnicodeDecodeError:
         raise invalid("p4_device_config must be P4_16 source text (the engine compiles it), "
                       "not a binary such as BMv2 JSON") from None
+    if _is_bmv2_json(text):
+        raise invalid("p4_device_config is a BMv2 JSON (p4c-bm2-ss output); this engine target "
+                      "compiles P4_16 source: send the .p4 program's text instead, or run the "
+                      "BMv2 target for the JSON")
     try:
         from testbed.p4engine import P4Error
         from testbed.p4engine.isolated import compile_source_isolated
