@@ -117,3 +117,29 @@ def test_bmv2_forwards_per_p4runtime_entries(tmp_path):
     finally:
         target.stop()
         topo.close()
+
+
+class _SlowAgentTarget(EngineTarget):
+    """A stand-in switch process that opens P4Runtime at once and its agent a second later."""
+
+    def command(self):
+        import sys
+        grpc_port = self.grpc_addr.rsplit(":", 1)[1]
+        agent_port = self.agent_addr.rsplit(":", 1)[1]
+        script = ("import socket, time\n"
+                  f"g = socket.create_server(('127.0.0.1', {grpc_port}))\n"
+                  "time.sleep(1.0)\n"
+                  f"a = socket.create_server(('127.0.0.1', {agent_port}))\n"
+                  "time.sleep(60)\n")
+        return [sys.executable, "-c", script]
+
+
+def test_start_returns_only_once_the_agent_listens_too():
+    # under load the engine's agent opened after start() returned, and a first set_pfc was refused
+    target = _SlowAgentTarget({}, grpc_addr=f"127.0.0.1:{free_port()}", agent_addr=f"127.0.0.1:{free_port()}")
+    try:
+        target.start(timeout=30)
+        host, port = target.agent_addr.rsplit(":", 1)
+        socket.create_connection((host, int(port)), timeout=2).close()
+    finally:
+        target.stop()

@@ -38,27 +38,33 @@ class SwitchTarget:
     def command(self):
         raise NotImplementedError
 
+    def listening_addresses(self):
+        """Where the process serves once it is up (start() waits for each)."""
+        return [self.grpc_addr]
+
     def start(self, timeout=30.0, ledger=None):
-        """Start the process and wait until its P4Runtime port accepts connections."""
+        """Start the process and wait until each of its servers accepts connections."""
         out = subprocess.DEVNULL
         if self.log_path:
             self._log_file = out = open(self.log_path, "w")
         self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT)
         if ledger is not None:
             ledger.add("pid", self.process.pid)
-        host, port = parse_address(self.grpc_addr)
+        pending = list(self.listening_addresses())
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.kind} switch exited with status {self.process.returncode}"
                                    + (f"; see {self.log_path}" if self.log_path else ""))
             try:
-                socket.create_connection((host, port), timeout=0.2).close()
-                return self
+                socket.create_connection(parse_address(pending[0]), timeout=0.2).close()
+                pending.pop(0)
+                if not pending:
+                    return self
             except OSError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"{self.kind} switch did not open {self.grpc_addr} within {timeout:.0f} s")
+        raise RuntimeError(f"{self.kind} switch did not open {pending[0]} within {timeout:.0f} s")
 
     def stop(self, timeout=10.0):
         if self.process is not None and self.process.poll() is None:
@@ -99,6 +105,11 @@ class EngineTarget(SwitchTarget):
         if self.program:
             cmd.append(self.program)
         return cmd
+
+    def listening_addresses(self):
+        # the agent opens just after P4Runtime: a caller's first set_pfc must not beat it
+        agent = [] if self.agent_addr.lower() == "none" else [self.agent_addr]
+        return super().listening_addresses() + agent
 
     @property
     def agent(self):
