@@ -99,12 +99,13 @@ def test_switch_on_a_constant_keeps_only_the_case_p4c_keeps():
     assert sent(compiled, frame(0x0800))[12:14] == (3).to_bytes(2, "big")
 
 
-def test_control_instances_nothing_live_applies_lose_their_tables():
+def test_control_instances_nothing_live_applies_lose_their_tables_and_externs():
     decls = """
 control Sub(inout headers_t hdr) {
+    counter(8, CounterType.packets) hits;
     action set(bit<16> v) { hdr.eth.type = v; }
     table st { key = { hdr.eth.dst : exact; } actions = { set; NoAction; } }
-    apply { st.apply(); }
+    apply { st.apply(); hits.count(0); }
 }
 control Flagged(inout headers_t hdr)(bool on) {
     action on_a() { hdr.eth.type = 0x0101; }
@@ -127,6 +128,7 @@ control Flagged(inout headers_t hdr)(bool on) {
     # after inlining, p4c folds the constructor argument: only on_t survives in 'flagged'
     assert names(info.tables) == {"I.used_sub.st", "I.flagged.on_t"}
     assert names(info.actions) == {"I.used_sub.set", "I.flagged.on_a", "NoAction"}
+    assert names(info.counters) == {"I.used_sub.hits"}          # externs go with their instance
 
 
 def test_folded_branches_keep_their_effects_and_drop_the_dead_ones():

@@ -588,7 +588,9 @@ class DeclarationsMixin:
         targs = [self.resolve_type(a) for a in t.args] if t.kind == "t_spec" else []
         ctx = Ctx(scope, Emitter(), "const", prefix)
         args = [self.expr(a, ctx) for a in d.args]
-        return self.build_extern(tname, name, targs, args, d.annos, d.loc)
+        info = self.build_extern(tname, name, targs, args, d.annos, d.loc)
+        info.owner = prefix         # P4Info leaves it out with its block if nothing applies that
+        return info
 
     def build_extern(self, tname, name, targs, args, annos, loc):
         from . import externs, tables

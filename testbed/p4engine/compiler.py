@@ -92,6 +92,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             self.out.applied_tables.update(used.get("tables", ()))
             self.out.called_actions.update(used.get("actions", ()))
             pending.extend(used.get("blocks", ()))
+        self.out.unapplied_blocks = self.sub_blocks - seen
 
     def used_actions(self):
         """Names of the actions p4c keeps (its unused-declaration pass drops the others): those

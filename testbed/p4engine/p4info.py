@@ -185,7 +185,9 @@ class _Builder:
         self.tables = [t for t in compiled.tables.values()
                        if not _hidden(t.annos) and (applied is None or t.name in applied)]
         self.actions = self._visible_actions()
-        self.externs = list(compiled.externs.values())
+        # an extern instance goes with the control or parser instance that declares it
+        unapplied = getattr(compiled, "unapplied_blocks", None) or set()
+        self.externs = [e for e in compiled.externs.values() if getattr(e, "owner", None) not in unapplied]
         self.digests = list(getattr(compiled, "digests", {}).values())
         self.headers = [h for h in getattr(compiled, "controller_headers", []) if not _hidden(h[2])]
         self.value_sets = [v for v in getattr(compiled, "value_sets", {}).values() if not _hidden(v.annos)]

@@ -225,4 +225,5 @@ class Compiled:
         self.entry_points = {}           # V1Switch role -> generated function name
         self.called_actions = set()      # actions called directly from a control body (not an action)
         self.applied_tables = set()      # tables whose apply() appears somewhere
+        self.unapplied_blocks = set()    # sub-block instances nothing live applies (p4c removes them)
         self.warnings = []               # [(file, line, col, message)] the compiler found
