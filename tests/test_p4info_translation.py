@@ -28,8 +28,9 @@ type bit<8> Small_t;
 type bit<16> Named_t;
 type bit<16> Plain_t;
 type Plain_t Chained_t;
+enum bit<8> Color_t { RED = 1, BLUE = 3 }
 
-header h_t { bit<48> dst; Mac_t src; Addr_t addr; Small_t small; Named_t name; Plain_t tag; }
+header h_t { bit<48> dst; Mac_t src; Addr_t addr; Small_t small; Named_t name; Plain_t tag; Color_t color; }
 @controller_header("packet_in")
 header packet_in_t { PortId_t ingress_port; bit<7> pad; }
 struct H { packet_in_t pin; h_t h; }
@@ -49,11 +50,13 @@ control I(inout H hdr, inout M m, inout standard_metadata_t sm) {
     }
     table by_port { key = { m.port : exact; } actions = { set_tag; NoAction; } }
     table by_name { key = { hdr.h.name : exact; } actions = { NoAction; } }
+    table by_color { key = { hdr.h.color : exact; } actions = { NoAction; } }
     apply {
         m.port = (PortId_t)sm.ingress_port;
         by_addr.apply();
         by_port.apply();
         by_name.apply();
+        by_color.apply();
         digest<learn_t>(1, { hdr.h.src, (Chained_t)hdr.h.tag });
     }
 }
@@ -77,7 +80,8 @@ def test_match_fields_params_and_metadata_show_the_controller_width_and_type_nam
     tables = by_name(info.tables)
     fields = {m.name: (m.bitwidth, m.type_name.name)
               for t in tables.values() for m in t.match_fields}
-    assert fields == {"hdr.h.addr": (32, "Addr_t"), "m.port": (32, "PortId_t"), "hdr.h.name": (0, "Named_t")}
+    assert fields == {"hdr.h.addr": (32, "Addr_t"), "m.port": (32, "PortId_t"), "hdr.h.name": (0, "Named_t"),
+                      "hdr.h.color": (8, "")}
     actions = by_name(info.actions)
     assert [(p.name, p.bitwidth, p.type_name.name) for p in actions["I.set_src"].params] == \
         [("mac", 32, "Mac_t"), ("s", 16, "Small_t")]
@@ -103,6 +107,9 @@ def test_new_types_describe_the_translation_or_the_bits_underneath(program):
                           "Small_t": ("example.org/small", 16, False),
                           "Named_t": ("example.org/name", 0, True)}
     assert new_types["Chained_t"].original_type.bitstring.bit.bitwidth == 16
+    color = program.p4info.type_info.serializable_enums["Color_t"]      # a match field's enum too
+    assert color.underlying_type.bitwidth == 8
+    assert [(m.name, m.value) for m in color.members] == [("RED", b"\x01"), ("BLUE", b"\x03")]
     members = program.p4info.type_info.structs["learn_t"].members
     assert [(m.name, m.type_spec.new_type.name) for m in members] == [("src", "Mac_t"), ("tag", "Chained_t")]
 
@@ -162,7 +169,7 @@ def refusal(stub, update):
 
 
 def frame(addr):
-    return (0xAA).to_bytes(6, "big") + (0x11).to_bytes(6, "big") + addr.to_bytes(4, "big") + bytes(5)
+    return (0xAA).to_bytes(6, "big") + (0x11).to_bytes(6, "big") + addr.to_bytes(4, "big") + bytes(6)
 
 
 def test_values_of_translated_types_pass_unchanged_where_they_can(program, p4rt):

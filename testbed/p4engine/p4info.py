@@ -20,7 +20,7 @@ the name that no other control-plane name shares, as p4c computes it.
 """
 from collections import OrderedDict
 
-from p4.config.v1 import p4info_pb2
+from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from . import p4types as T
 from .errors import P4Error
@@ -364,6 +364,8 @@ class _Builder:
         if isinstance(t, T.NewBitT):
             msg.type_name.name = t.name
             self.new_type(t)
+        elif isinstance(t, T.EnumT) and t.base is not None:     # p4c lists it in type_info
+            self.enum_type_spec(self.p4info, p4types_pb2.P4DataTypeSpec(), t)
 
     def new_type(self, t):
         spec = self.p4info.type_info.new_types[t.name]
