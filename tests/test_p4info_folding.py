@@ -3,37 +3,8 @@ actions reachable only through a constant-false branch (`if (false)`, `false ? a
 `false && x`, a switch on a constant), and control instances nothing live applies.
 The folding rules are p4c's (frontends/common/constantFolding.cpp, frontends/p4/
 strengthReduction.cpp, simplifySwitch.cpp, unusedDeclarations.cpp); packets are unchanged."""
+from test_p4engine_accept import frame, program   # the same one-Ethernet-header v1model program
 from testbed.p4engine import compile_source
-
-HEADERS = """
-header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
-struct headers_t { eth_t eth; }
-"""
-
-
-def program(ingress, decls=""):
-    return f"""
-#include <core.p4>
-#include <v1model.p4>
-{HEADERS}
-struct metadata_t {{ }}
-{decls}
-parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{
-    state start {{ pkt.extract(hdr.eth); transition accept; }}
-}}
-control V(inout headers_t hdr, inout metadata_t meta) {{ apply {{ }} }}
-control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{
-    {ingress}
-}}
-control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}
-control C(inout headers_t hdr, inout metadata_t meta) {{ apply {{ }} }}
-control D(packet_out pkt, in headers_t hdr) {{ apply {{ pkt.emit(hdr.eth); }} }}
-V1Switch(P(), V(), I(), E(), C(), D()) main;
-"""
-
-
-def frame(ethertype=0x0800):
-    return (0xAA).to_bytes(6, "big") + (1).to_bytes(6, "big") + ethertype.to_bytes(2, "big") + b"payload"
 
 
 def sent(compiled, data):
