@@ -696,3 +696,22 @@ def test_a_header_stack_index_out_of_range_writes_nothing_and_touches_no_other_f
     assert pipeline.process(0, packet(0)) == [(1, packet(0, ethertype=0x77))]
     for index in (2, 3, 200):
         assert pipeline.process(0, packet(index)) == [(1, packet(index, ethertype=0))]
+
+
+def test_a_digest_of_one_value_is_named_as_p4c_names_it_and_sent_as_a_bitstring():
+    # v1model-more-externs in p4-guide: digest(2, standard_metadata.ingress_port)
+    from testbed.p4rt.entities import digest_data
+    from testbed.p4rt.p4info import P4InfoIndex
+    src = program("apply { digest(2, sm.ingress_port); sm.egress_spec = 1; }")
+    compiled = compile_source(src)
+    assert "digest of a bit<9> has no type name: named 'digest_0' (as p4c names it)" in \
+        [w[3] for w in compiled.compiled.warnings]
+    [digest] = compiled.p4info.digests
+    assert (digest.preamble.name, digest.type_spec.bitstring.bit.bitwidth) == ("digest_0", 9)
+    pipeline = compiled.new_pipeline()
+    sent = []
+    pipeline.digest_callback = lambda name, values: sent.append((name, values))
+    pipeline.process(5, frame())
+    assert sent == [("digest_0", (5,))]
+    data = digest_data(P4InfoIndex(compiled.p4info), digest, sent[0][1])
+    assert data.WhichOneof("data") == "bitstring" and int.from_bytes(data.bitstring, "big") == 5

@@ -274,8 +274,16 @@ def digest_info(self, data, n, declared=None):
         if any(w is None for _, w in fields):
             self.err("a varbit field cannot be sent in a digest", n.loc)
         t = None
+    elif data.kind in ("rv", "lv") and isinstance(data.type, T.BitT):
+        # digest(r, sm.ingress_port): p4c names it as it names a list, and warns that it must
+        name = f"digest_{self.digest_counter}"
+        self.digest_counter += 1
+        self.out.warnings.append((n.loc.file, n.loc.line, n.loc.col,
+                                  f"digest of a {data.type} has no type name: named '{name}' (as p4c names it)"))
+        fields = [("value", data.type.width)]
+        t = data.type
     else:
-        self.err("digest data must be a struct (or a list of fields)", n.args[1].loc)
+        self.err("digest data must be a struct, a list of fields or a bit<W> value", n.args[1].loc)
     old = self.out.digests.get(name)
     if old is not None and old.fields != fields:
         self.err(f"two digests are named '{name}' with different fields", n.loc)

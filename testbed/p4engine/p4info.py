@@ -457,6 +457,9 @@ class _Builder:
             for _, width in d.fields:
                 msg.type_spec.tuple.members.add().bitstring.bit.bitwidth = width
             return
+        if isinstance(d.type, T.BitT):          # digest(r, one_value): a bitstring
+            getattr(msg.type_spec.bitstring, "int" if d.type.signed else "bit").bitwidth = d.type.width
+            return
         msg.type_spec.struct.name = d.name
         struct = p.type_info.structs[d.name]
         types = dict(getattr(d.type, "fields", ()))
