@@ -186,11 +186,9 @@ def call_packet(self, kind, name, n, ctx):
                 code = self.wrap_code(tmp, t) if t.signed else tmp
                 return Val("rv", t, code)
             base = self.alloc(t, "lookahead")
-            if isinstance(t, T.HeaderT) or all(isinstance(ft, (T.BitT, T.BoolT)) for _, ft in t.fields):
-                em.line(f"S[{base}:{base + t.slots()}] = {self.unpack_tuple(t, tmp, isinstance(t, T.HeaderT))}")
-            else:       # nested: its slots in layout order (p4c's ExpandLookahead does the same split)
-                parts = _lookahead_parts(self, t, tmp, [width])
-                em.line(f"S[{base}:{base + t.slots()}] = ({', '.join(parts)},)")
+            # its slots in layout order (p4c's ExpandLookahead splits nested types the same way)
+            parts = _lookahead_parts(self, t, tmp, [width], width)
+            em.line(f"S[{base}:{base + t.slots()}] = ({', '.join(parts)},)")
             return agg(base, t)
         if name == "advance":
             need_args(self, n, 1, "advance")
@@ -227,44 +225,30 @@ def _lookahead_width(t):
     return None
 
 
-def _lookahead_parts(self, t, var, left):
-    """Value codes for `t`'s slots, cut from the int in `var` whose unread low bits number
-    left[0]: a header is valid, a header stack's next index 0, fields taken first to last."""
+def _lookahead_parts(self, t, var, left, total):
+    """Value codes for `t`'s slots, cut from the `total`-bit int in `var` whose unread low bits
+    number left[0]: a header is valid, a header stack's next index 0, fields first to last."""
     if isinstance(t, (T.BitT, T.BoolT)):
         w = T.width_of(t)
         left[0] -= w
-        code = f"({var} >> {left[0]}) & {(1 << w) - 1:#x}"
-        if isinstance(t, T.BoolT):
-            return [f"({code}) == 1"]
-        return [f"({self.wrap_code(code, t)})" if t.signed else f"({code})"]
-    if isinstance(t, T.StackT):
-        parts = ["0"]
-        for _ in range(t.size):
-            parts += _lookahead_parts(self, t.elem, var, left)
-        return parts
-    parts = ["1"] if isinstance(t, T.HeaderT) else []
-    for _, ft in t.fields:
-        parts += _lookahead_parts(self, ft, var, left)
-    return parts
-
-
-def unpack_tuple(self, t, var, header=True):
-    """A tuple expression unpacking `t`'s fields from the int in `var`: (valid, field...) for
-    a header, (field...) for a struct of bit<W>/bool fields."""
-    parts = ["1"] if header else []
-    widths = [T.width_of(ft) for _, ft in t.fields]
-    shift = total = sum(widths)
-    for (_, ft), w in zip(t.fields, widths):
-        shift -= w
+        shift = left[0]
         code = f"{var} >> {shift}" if shift else var
         if shift + w < total:
             code = f"({code}) & {(1 << w) - 1:#x}"
-        if isinstance(ft, T.BoolT):
+        if isinstance(t, T.BoolT):
             code = f"({code}) == 1"
-        elif ft.signed:
-            code = self.wrap_code(code, ft)
-        parts.append(f"({code})")
-    return "(" + ", ".join(parts) + ",)"
+        elif t.signed:
+            code = self.wrap_code(code, t)
+        return [f"({code})"]
+    if isinstance(t, T.StackT):
+        parts = ["0"]
+        for _ in range(t.size):
+            parts += _lookahead_parts(self, t.elem, var, left, total)
+        return parts
+    parts = ["1"] if isinstance(t, T.HeaderT) else []
+    for _, ft in t.fields:
+        parts += _lookahead_parts(self, ft, var, left, total)
+    return parts
 
 
 def _struct_name(self, fields):
@@ -578,7 +562,6 @@ class CallsMixin:
     call_method = call_method
     stack_shift = stack_shift
     call_packet = call_packet
-    unpack_tuple = unpack_tuple
     extract_code = extract_code
     emit_code = emit_code
     out_target = out_target

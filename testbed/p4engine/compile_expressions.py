@@ -44,8 +44,11 @@ class ExpressionsMixin:
             reason = "negative value with unsigned type"
         else:
             reason = f"{'signed ' if t.signed else ''}value does not fit in {t.width} bits"
-        warning = (loc.file, loc.line, loc.col, f"{const_text(value)}: {reason}; {t} keeps {const_text(kept)}, "
-                                                f"as p4c truncates it")
+        self.warn_once(f"{const_text(value)}: {reason}; {t} keeps {const_text(kept)}, as p4c truncates it", loc)
+
+    def warn_once(self, message, loc):
+        """A located warning, once however often the code around it is compiled."""
+        warning = (loc.file, loc.line, loc.col, message)
         if warning not in self.out.warnings:
             self.out.warnings.append(warning)
 
@@ -82,11 +85,9 @@ class ExpressionsMixin:
             if kept != n.value:     # p4c keeps the low bits and warns (Constant::handleOverflow)
                 digits = {16: f"{n.value:#x}", 2: f"{n.value:#b}", 8: f"{n.value:#o}"}.get(
                     getattr(n, "base", 10), str(n.value)) if n.value.bit_length() <= 128 else const_text(n.value)
-                warning = (n.loc.file, n.loc.line, n.loc.col,
-                           f"{n.width}{'s' if n.signed else 'w'}{digits}: {'signed ' if n.signed else ''}value "
-                           f"does not fit in {n.width} bits; {t} keeps {kept}, as p4c truncates it")
-                if warning not in self.out.warnings:
-                    self.out.warnings.append(warning)
+                self.warn_once(f"{n.width}{'s' if n.signed else 'w'}{digits}: {'signed ' if n.signed else ''}"
+                               f"value does not fit in {n.width} bits; {t} keeps {kept}, as p4c truncates it",
+                               n.loc)
             return lit(kept, t)
         v = lit(n.value, T.INTLIT)
         v.loc = n.loc           # where a warning about its implicit cast points, as p4c's does
@@ -270,9 +271,7 @@ class ExpressionsMixin:
         return v
 
     def x_cond(self, n, ctx, expected):
-        cv = self.scalar(self.expr(n.cond, ctx), n.cond.loc)
-        if not isinstance(cv.type, T.BoolT):
-            self.err(f"condition must be bool, not {cv.type}", n.cond.loc)
+        cv = self.cond_val(n.cond, ctx)
         c = cv.code
         a, alines = self.captured(ctx, lambda: self.scalar(self.expr(n.a, ctx, expected), n.a.loc),
                                   unreachable=cv.const is False)

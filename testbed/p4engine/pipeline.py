@@ -106,7 +106,8 @@ class Pipeline:
         objects = {k: v for k, v in c.namespace.items() if not isinstance(v, tuple) and v is not None}
         objects = copy.deepcopy(objects)
         g = {"ParserError": codegen.ParserError, "ExitControl": codegen.ExitControl,
-             "shl": codegen.shl, "stack_slot": codegen.stack_slot, "div": codegen.div, "mod": codegen.mod, "packbits": codegen.packbits,
+             "shl": codegen.shl, "div": codegen.div, "mod": codegen.mod, "packbits": codegen.packbits,
+             "stack_slot": codegen.stack_slot,
              "logfmt": codegen.logfmt, "reject_parse": codegen.reject_parse, "PARSER_STEPS": codegen.PARSER_STEPS,
              "parser_extra_steps": codegen.parser_extra_steps, "parser_budget": codegen.parser_budget,
              "PARSE_STEPS": None, "RANDINT": (rng or random).randint, "P4RuntimeFault": P4RuntimeFault,
