@@ -49,7 +49,7 @@ def _items(collection):
     return out
 
 
-def _add_matches(matches, fields, keys):
+def add_matches(matches, fields, keys):
     """Engine key objects -> FieldMatch messages appended to `matches` (None: left out)."""
     for field, key in zip(fields, keys):
         if key is None:
@@ -536,7 +536,7 @@ class EntityHandler:
 
     def _entry_proto(self, info, entry, want_counters=False, want_meters=False):
         out = p4runtime_pb2.TableEntry(table_id=info.id, priority=entry.priority or 0)
-        _add_matches(out.match, info.match_fields, entry.keys)
+        add_matches(out.match, info.match_fields, entry.keys)
         out.controller_metadata = getattr(entry, "controller_metadata", 0)
         out.metadata = getattr(entry, "metadata", b"")
         out.idle_timeout_ns = getattr(entry, "idle_timeout_ns", 0)
@@ -630,7 +630,7 @@ class EntityHandler:
             for member in value_set.members():
                 # a member added exactly (simple_switch_CLI's pvs_add) is shown in its field's kind
                 keys = [_as_kind(key, field) for key, field in zip(member, info.match_fields)]
-                _add_matches(out.members.add().match, info.match_fields, keys)
+                add_matches(out.members.add().match, info.match_fields, keys)
             yield self._wrap("value_set_entry", out)
 
     def _read_register_entry(self, r):

@@ -17,7 +17,7 @@ Notification"), as simple_switch_grpc (PI over BMv2's ageing monitor) provides i
 """
 from p4.v1 import p4runtime_pb2
 
-from testbed.p4rt.entities import _add_matches
+from testbed.p4rt.entities import add_matches
 
 SWEEP_S = 1.0
 
@@ -58,5 +58,5 @@ def notification(expired, timestamp_ns):
         te = message.table_entry.add(table_id=info.id, priority=priority or 0,
                                      controller_metadata=controller_metadata, metadata=metadata,
                                      idle_timeout_ns=ttl_ns)
-        _add_matches(te.match, info.match_fields, keys)
+        add_matches(te.match, info.match_fields, keys)
     return response
