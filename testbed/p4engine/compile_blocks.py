@@ -244,10 +244,9 @@ class BlocksMixin:
                     self.err(f"value_set<{elem}>: match kind '{kind}' of field '{fname}' is not supported in "
                              f"a value set by this engine", match.loc)
                 if kind != "exact":     # p4c-bm2-ss says so too: BMv2's sets are exact
-                    self.out.warnings.append((match.loc.file, match.loc.line, match.loc.col,
-                                              f"value set {info.name}: BMv2 matches field '{fname}' exactly "
-                                              f"(p4c-bm2-ss ignores @match({kind})); the engine and "
-                                              f"P4Runtime members match it as {kind}"))
+                    self.warn(f"value set {info.name}: BMv2 matches field '{fname}' exactly "
+                              f"(p4c-bm2-ss ignores @match({kind})); the engine and "
+                              f"P4Runtime members match it as {kind}", match.loc)
             info.field_annos.append([a for a in annos if a.name != "match"])
             fields.append((fname, kind, ftype.width))
         return fields

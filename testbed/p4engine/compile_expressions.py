@@ -44,9 +44,9 @@ class ExpressionsMixin:
             reason = "negative value with unsigned type"
         else:
             reason = f"{'signed ' if t.signed else ''}value does not fit in {t.width} bits"
-        self.warn_once(f"{const_text(value)}: {reason}; {t} keeps {const_text(kept)}, as p4c truncates it", loc)
+        self.warn(f"{const_text(value)}: {reason}; {t} keeps {const_text(kept)}, as p4c truncates it", loc)
 
-    def warn_once(self, message, loc):
+    def warn(self, message, loc):
         """A located warning, once however often the code around it is compiled."""
         warning = (loc.file, loc.line, loc.col, message)
         if warning not in self.out.warnings:
@@ -85,7 +85,7 @@ class ExpressionsMixin:
             if kept != n.value:     # p4c keeps the low bits and warns (Constant::handleOverflow)
                 digits = {16: f"{n.value:#x}", 2: f"{n.value:#b}", 8: f"{n.value:#o}"}.get(
                     getattr(n, "base", 10), str(n.value)) if n.value.bit_length() <= 128 else const_text(n.value)
-                self.warn_once(f"{n.width}{'s' if n.signed else 'w'}{digits}: {'signed ' if n.signed else ''}"
+                self.warn(f"{n.width}{'s' if n.signed else 'w'}{digits}: {'signed ' if n.signed else ''}"
                                f"value does not fit in {n.width} bits; {t} keeps {kept}, as p4c truncates it",
                                n.loc)
             return lit(kept, t)

@@ -97,8 +97,7 @@ class TablesMixin:
                 else:   # p4c type-checks it, then warns and ignores it (properties are the architecture's)
                     if p.value.kind != "ctor":
                         self.captured(ctx, lambda: self.expr(p.value, ctx))
-                    self.out.warnings.append((p.loc.file, p.loc.line, p.loc.col,
-                                              f"table {d.name}: unknown table property '{p.name}' ignored"))
+                    self.warn(f"table {d.name}: unknown table property '{p.name}' ignored", p.loc)
         if not info.actions:     # p4c gives such a table NoAction (as its default only)
             noaction = ctx.scope.lookup("NoAction")
             if noaction is None or noaction.kind != "action":
@@ -107,8 +106,8 @@ class TablesMixin:
             action_names.append(noaction.info.name)
         if info.selector_keys and (info.implementation is None or info.implementation.type_name != "action_selector"):
             # p4c-bm2-ss leaves them out of the table (and P4Info) when nothing selects with them
-            self.out.warnings.append((d.loc.file, d.loc.line, d.loc.col, f"table {d.name}: selector keys "
-                                      "are ignored without implementation = action_selector(...)"))
+            self.warn(f"table {d.name}: selector keys are ignored without implementation = action_selector(...)",
+                      d.loc)
             info.selector_keys = []
         if info.default_action is None:
             noaction = ctx.scope.lookup("NoAction")
@@ -136,8 +135,7 @@ class TablesMixin:
             why = ("with constant entries" if entries_node is not None and entries_node.const
                    else "without keys" if not keys and info.size != 1 else None)
             if why is not None:
-                self.out.warnings.append((size_prop.loc.file, size_prop.loc.line, size_prop.loc.col,
-                                          f"table {d.name}: size {info.size} specified for table {why}"))
+                self.warn(f"table {d.name}: size {info.size} specified for table {why}", size_prop.loc)
                 capacity = max(info.size, len(const_entries or ()))
         action_params = {ai.name: ai.runtime_params for ai, _ in info.actions}
         table_only = {ai.name for ai, an in info.actions if anno(an, "tableonly")}

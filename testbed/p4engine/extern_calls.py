@@ -278,8 +278,7 @@ def digest_info(self, data, n, declared=None):
         # digest(r, sm.ingress_port): p4c names it as it names a list, and warns that it must
         name = f"digest_{self.digest_counter}"
         self.digest_counter += 1
-        self.out.warnings.append((n.loc.file, n.loc.line, n.loc.col,
-                                  f"digest of a {data.type} has no type name: named '{name}' (as p4c names it)"))
+        self.warn(f"digest of a {data.type} has no type name: named '{name}' (as p4c names it)", n.loc)
         fields = [("value", data.type.width)]
         t = data.type
     else:
