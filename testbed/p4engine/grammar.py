@@ -15,9 +15,10 @@ _decl: const_decl | typedef_decl | header_decl | struct_decl | union_decl | enum
 // ---------------- annotations
 annotations: annotation+
 annotation: "@" any_name ("(" [ann_args] ")")?
-          | "@" any_name "[" [ann_args] "]" -> structured_annotation   // P4_16 1.2
+          | "@" any_name "[" [s_ann_args] "]" -> structured_annotation   // P4_16 1.2
           | "@" any_name FREE_BODY -> free_annotation       // an annotation nobody parses
 ann_args: ann_arg ("," ann_arg)*
+s_ann_args: ann_arg ("," ann_arg)* ","? | ","  // p4c's optTrailingComma (not in parenthesized bodies)
 ann_arg: expr | any_name "=" expr | base_type | "string" -> t_string    // @p4runtime_translation(uri, bit<32>)
 
 // ---------------- types
@@ -50,7 +51,7 @@ field: [annotations] type_ref member_name ";"
 enum_decl: [annotations] "enum" TYPE_IDENT "{" _names "}"
          | [annotations] "enum" type_ref TYPE_IDENT "{" enum_value ("," enum_value)* ","? "}" -> ser_enum_decl
 enum_value: any_name "=" expr
-error_decl: "error" "{" _names "}"
+error_decl: "error" "{" any_name ("," any_name)* "}"     // p4c: no trailing comma here
 match_kind_decl: "match_kind" "{" _names "}"
 _names: any_name | any_name "," | any_name "," _names
 
@@ -132,6 +133,7 @@ continue_stmt: "continue" ";"
 
 // ---------------- expressions (precedence as in p4c)
 expr_list: [expr ("," expr)*]
+list_items: [expr ("," expr)* ","?] | ","      // p4c's optTrailingComma (even `{,}`)
 named_item: any_name "=" expr
 args: [arg ("," arg)*]
 ?arg: expr | any_name "=" expr -> named_arg | "_" -> dontcare_arg
@@ -173,8 +175,8 @@ args: [arg ("," arg)*]
         | TYPE_IDENT "." member_name -> type_member
         | TYPE_IDENT "(" args ")" -> ctor_call
         | spec_type "(" args ")" -> ctor_call
-        | "{" expr_list "}" -> list_expr
-        | SLBRACE named_item ("," named_item)* "}" -> struct_expr
+        | "{" list_items "}" -> list_expr
+        | SLBRACE named_item ("," named_item)* ","? "}" -> struct_expr
         | "(" expr ")"
         | "this" -> this_ref
 

@@ -440,6 +440,8 @@ class AstBuilder(Transformer):
     def ann_args(self, ch):
         return list(ch)
 
+    s_ann_args = ann_args
+
     @v_args(meta=True)
     def ann_arg(self, meta, ch):
         if len(ch) == 2:
@@ -854,6 +856,8 @@ class AstBuilder(Transformer):
     # -- expressions
     def expr_list(self, ch):
         return [c for c in ch if c is not None]
+
+    list_items = expr_list
 
     def args(self, ch):
         return [c for c in ch if c is not None]
