@@ -691,6 +691,17 @@ class ActionProfile:
         self._handles = _HandleAllocator()
         self._by_handle = {}      # BMv2 handle -> _Member
 
+    # A program compiled in a child process (isolated.py) comes back pickled; the hash is a
+    # closure (or, for a custom CRC, a lambda), so it travels as its algorithm name.
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_hash"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._hash = hashes.algorithm(self.algorithm) if self.algorithm is not None else None
+
     def _fail(self, code, message):
         raise TableError(code, f"action profile {self.name}: {message}")
 

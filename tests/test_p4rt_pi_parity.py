@@ -1,0 +1,189 @@
+"""The P4Runtime server answers as simple_switch_grpc's (p4lang/PI's DeviceMgr) where a client
+would notice: status codes of refused writes, what reads return, the default entry's rules,
+direct resources, meters, action profile groups, the packet replication engine and the pipeline
+config. Each test names the PI behaviour it checks. The engine runs a real program with most
+entity kinds; clients are raw p4runtime stubs (the corner cases) and p4runtime-shell."""
+import types
+
+import grpc
+import pytest
+from google.protobuf import text_format
+from google.rpc import code_pb2, status_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from switch_fake_engine import SocketPort
+from test_p4rt_hardening import Stream
+from test_p4rt_server import CPU_PORT, free_port
+from testbed.p4engine import compile_source, hashes
+from testbed.p4rt.server import P4RuntimeServer
+from testbed.switch.datapath import Switch
+
+PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+header ipv4_t { bit<8> vihl; bit<8> tos; bit<16> len; bit<16> id; bit<16> frag; bit<8> ttl;
+                bit<8> proto; bit<16> csum; bit<32> src; bit<32> dst; }
+struct h_t { eth_t eth; ipv4_t ip; }
+struct learn_t { bit<48> src; bit<9> port; }
+struct m_t { }
+parser P(packet_in p, out h_t h, inout m_t m, inout standard_metadata_t sm) {
+    state start { p.extract(h.eth); transition select(h.eth.type) { 0x0800: ip; default: accept; } }
+    state ip { p.extract(h.ip); transition accept; }
+}
+control VC(inout h_t h, inout m_t m) { apply { } }
+control I(inout h_t h, inout m_t m, inout standard_metadata_t sm) {
+    direct_counter(CounterType.packets_and_bytes) dc;
+    direct_meter<bit<2>>(MeterType.bytes) dm;
+    meter(8, MeterType.packets) mtr;
+    action_selector(HashAlgorithm.crc16, 32, 16) sel;
+    bit<2> color;
+    action fwd(bit<9> port) { sm.egress_spec = port; }
+    action fwd_dc(bit<9> port) { sm.egress_spec = port; }
+    action fwd_dm(bit<9> port) { sm.egress_spec = port; dm.read(color); }
+    action drop() { mark_to_drop(sm); }
+    action learn() { digest<learn_t>(1, {h.eth.src, sm.ingress_port}); }
+    table exact_t { key = { h.eth.dst: exact; } actions = { fwd; drop; learn; @tableonly NoAction; }
+                    default_action = drop(); }
+    table lpm_t { key = { h.ip.dst: lpm; } actions = { fwd; drop; } }
+    table dc_t { key = { h.eth.src: exact; } actions = { fwd_dc; NoAction; } counters = dc; }
+    table dm_t { key = { h.eth.src: exact; } actions = { fwd_dm; NoAction; } meters = dm; }
+    table sel_t { key = { h.ip.dst: exact; h.ip.src: selector; } actions = { fwd; drop; }
+                  implementation = sel; }
+    apply {
+        mtr.execute_meter(0, color);
+        exact_t.apply(); lpm_t.apply(); dc_t.apply(); dm_t.apply(); sel_t.apply();
+    }
+}
+control E(inout h_t h, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout h_t h, inout m_t m) { apply { } }
+control D(packet_out p, in h_t h) { apply { p.emit(h.eth); p.emit(h.ip); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+ELECTION = (0, 1)
+
+
+@pytest.fixture(scope="module")
+def program():
+    return compile_source(PROGRAM, "parity.p4")
+
+
+def _ids(p4info):
+    ids = {}
+    for kind in ("tables", "actions", "action_profiles", "meters", "direct_counters", "direct_meters",
+                 "digests"):
+        for obj in getattr(p4info, kind):
+            ids[obj.preamble.name.split(".")[-1]] = obj.preamble.id
+    return ids
+
+
+def _boot(program=None, compiler=None):
+    ports = {n: SocketPort(n) for n in (1, 2, 3)}
+    switch = Switch(ports, cpu_port=CPU_PORT)
+    switch.start()
+    addr = f"127.0.0.1:{free_port()}"
+    kwargs = {"compiler": compiler} if compiler is not None else {}
+    server = P4RuntimeServer(switch, device_id=1, address=addr, **kwargs).start()
+    if program is not None:
+        server.load_program(program, device_config=PROGRAM.encode())
+    channel = grpc.insecure_channel(addr)
+    return {"switch": switch, "ports": ports, "server": server, "addr": addr, "channel": channel,
+            "stub": p4runtime_pb2_grpc.P4RuntimeStub(channel), "streams": []}
+
+
+def _shutdown(dev):
+    for stream in dev["streams"]:
+        stream.close()
+    dev["channel"].close()
+    dev["server"].stop()
+    dev["switch"].close()
+
+
+@pytest.fixture
+def dev(program):
+    d = _boot(program)
+    primary = Stream(d["addr"])
+    d["streams"].append(primary)
+    assert primary.arbitrate(ELECTION).arbitration.status.code == code_pb2.OK
+    d["ids"] = _ids(program.p4info)
+    yield d
+    _shutdown(d)
+
+
+def _update(op, text, **ids):
+    update = p4runtime_pb2.Update(type=getattr(p4runtime_pb2.Update, op))
+    text_format.Parse(text.format(**ids), update.entity)
+    return update
+
+
+def _write(dev, *updates):
+    """Per-update (code name, message) of a Write; [] when every update succeeded."""
+    req = p4runtime_pb2.WriteRequest(device_id=1, updates=updates)
+    req.election_id.high, req.election_id.low = ELECTION
+    try:
+        dev["stub"].Write(req, timeout=20)
+        return []
+    except grpc.RpcError as err:
+        status = status_pb2.Status.FromString(dict(err.trailing_metadata())["grpc-status-details-bin"])
+        out = []
+        for detail in status.details:
+            error = p4runtime_pb2.Error()
+            detail.Unpack(error)
+            out.append((code_pb2.Code.Name(error.canonical_code), error.message))
+        return out
+
+
+def _code(dev, op, text):
+    """The canonical code name of one update ("OK" when it succeeded)."""
+    result = _write(dev, _update(op, text, **dev["ids"]))
+    return result[0][0] if result else "OK"
+
+
+def _read(dev, text):
+    entity = p4runtime_pb2.Entity()
+    text_format.Parse(text.format(**dev["ids"]), entity)
+    request = p4runtime_pb2.ReadRequest(device_id=1, entities=[entity])
+    return [e for r in dev["stub"].Read(request, timeout=20) for e in r.entities]
+
+
+def _read_code(dev, text):
+    with pytest.raises(grpc.RpcError) as err:
+        _read(dev, text)
+    return err.value.code().name
+
+
+FWD_ENTRY = ("table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x01' }} }} "
+             "action {{ action {{ action_id: {fwd} params {{ param_id: 1 value: '\\x02' }} }} }} }}")
+
+
+def test_a_pipeline_with_an_action_selector_is_pushed_over_p4runtime(tmp_path):
+    """SetForwardingPipelineConfig compiles in a child process and pickles the program back: a
+    program with a crc16 action_selector was refused with INTERNAL (its hash did not pickle)."""
+    from p4runtime_sh import shell as sh
+    program = compile_source(PROGRAM, "parity.p4")
+    p4info = tmp_path / "parity.p4info.txt"
+    p4info.write_text(text_format.MessageToString(program.p4info))
+    source = tmp_path / "parity.p4"
+    source.write_text(PROGRAM)
+    dev = _boot()          # the switch's own compiler: the isolated child process
+    try:
+        sh.setup(device_id=1, grpc_addr=dev["addr"], election_id=ELECTION,
+                 config=sh.FwdPipeConfig(str(p4info), str(source)), verbose=False)
+        for member_id, port in ((1, "2"), (2, "3")):
+            member = sh.ActionProfileMember("I.sel")(member_id=member_id, action="I.fwd")
+            member.action["port"] = port
+            member.insert()
+        sh.ActionProfileGroup("I.sel")(group_id=1).add(1).add(2).insert()
+        entry = sh.TableEntry("I.sel_t")
+        entry.match["h.ip.dst"] = "10.0.0.1"
+        entry.group_id = 1
+        entry.insert()
+        (group,) = list(sh.ActionProfileGroup("I.sel").read())
+        assert sorted(m.member_id for m in group.msg().members) == [1, 2]
+        # the selector still hashes with crc16 after its trip through pickle
+        selector = dev["switch"].pipeline.action_profiles["I.sel"]
+        key = types.SimpleNamespace(width=32)
+        assert selector.selector_hash([key], [0x0a000001]) == hashes.crc16(b"\x0a\x00\x00\x01")
+    finally:
+        sh.teardown()
+        _shutdown(dev)
