@@ -67,3 +67,28 @@ def test_one_trailing_comma_only(text):
     src = program(f"apply {{ pair_t p = {text}; }}", decls="struct pair_t { bit<8> hi; bit<8> lo; }")
     line, col = line_col(src, ",,}")
     assert refused(src).startswith(f"<string>:{line}:{col + 1}: error: syntax error: unexpected ','")
+
+
+# ------------------------------------------------------------------ header widths
+
+PUNT_HEADER = """
+@controller_header("packet_in")
+header punt_t { bit<9> ingress_port; bit<9> target_egress_port; }"""
+
+
+def test_a_header_type_no_instance_uses_may_have_any_width_as_p4c_bm2_ss_allows():
+    # sonic-pins' SAI P4 declares its 18-bit packet_in header for other targets only
+    src = program("apply { sm.egress_spec = 2; }", decls=PUNT_HEADER)
+    prog = compile_source(src)
+    assert prog.new_pipeline().process(0, frame()) == [(2, frame())]
+    [punt] = prog.p4info.controller_packet_metadata
+    assert [(m.name, m.bitwidth) for m in punt.metadata] == [("ingress_port", 9), ("target_egress_port", 9)]
+
+
+@pytest.mark.parametrize("body, meta", [("apply { punt_t p; p.setValid(); }", ""),
+                                        ("apply { }", "punt_t punt;")])
+def test_an_instance_of_a_header_not_made_of_bytes_is_refused_at_its_type(body, meta):
+    src = program(body, decls=PUNT_HEADER, meta=meta)
+    line, col = line_col(src, "@controller_header")
+    assert refused(src).startswith(
+        f"<string>:{line}:{col}: error: header punt_t is 18 bits long; BMv2 needs a multiple of 8")
