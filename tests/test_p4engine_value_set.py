@@ -307,8 +307,9 @@ def test_p4runtime_value_set_errors_follow_the_spec(p4rt):
                _modify(ids[SPECIAL], [[(2, "ternary", (b"\x10", b"\xf0"))]]),      # exact field missing
                _modify(ids[TAGGED], [[(1, "exact", b"\x01\x00\x00")]]),
                _modify(0x03000001, []))
+    # (the last: a value set id the P4Info lacks, INVALID_ARGUMENT as PI answers unknown ids)
     assert _codes(e.value) == [code_pb2.INVALID_ARGUMENT, code_pb2.RESOURCE_EXHAUSTED, code_pb2.ALREADY_EXISTS,
-                               code_pb2.INVALID_ARGUMENT, code_pb2.OUT_OF_RANGE, code_pb2.NOT_FOUND]
+                               code_pb2.INVALID_ARGUMENT, code_pb2.OUT_OF_RANGE, code_pb2.INVALID_ARGUMENT]
     assert all(len(entry.members) == 0 for entry in _read(stub))
 
 

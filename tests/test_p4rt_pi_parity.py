@@ -187,3 +187,19 @@ def test_a_pipeline_with_an_action_selector_is_pushed_over_p4runtime(tmp_path):
     finally:
         sh.teardown()
         _shutdown(dev)
+
+
+def test_ids_the_p4info_lacks_are_invalid_argument(dev):
+    """PI: "Invalid P4 id" is INVALID_ARGUMENT (the spec asks it of action ids) for tables,
+    actions, action profiles, meters...; its digest manager alone answers NOT_FOUND."""
+    assert _code(dev, "INSERT", "table_entry {{ table_id: 12345 }}") == "INVALID_ARGUMENT"
+    assert _code(dev, "INSERT", "table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x01' }} }} "
+                                "action {{ action {{ action_id: 999 }} }} }}") == "INVALID_ARGUMENT"
+    assert _code(dev, "INSERT", "action_profile_member {{ action_profile_id: 999 member_id: 1 }}") == "INVALID_ARGUMENT"
+    assert _code(dev, "MODIFY", "meter_entry {{ meter_id: 999 index {{ index: 0 }} }}") == "INVALID_ARGUMENT"
+    assert _code(dev, "INSERT", "digest_entry {{ digest_id: 999 config {{ max_list_size: 1 }} }}") == "NOT_FOUND"
+    assert _read_code(dev, "table_entry {{ table_id: 5 }}") == "INVALID_ARGUMENT"
+    assert _read_code(dev, "counter_entry {{ counter_id: 5 }}") == "INVALID_ARGUMENT"
+    # entities that do not exist stay NOT_FOUND
+    assert _code(dev, "DELETE", "table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x09' }} }} }}") \
+        == "NOT_FOUND"

@@ -9,7 +9,7 @@ from collections import namedtuple
 from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 
-from testbed.p4rt.errors import P4RuntimeError, not_found
+from testbed.p4rt.errors import P4RuntimeError, invalid, not_found
 
 MatchField = namedtuple("MatchField", "id name bitwidth kind type_name", defaults=(None,))
 Param = namedtuple("Param", "id name bitwidth type_name", defaults=(None,))
@@ -118,7 +118,9 @@ class P4InfoIndex:
         try:
             return mapping[id_]
         except KeyError:
-            raise not_found(f"{kind} id {id_} is not in the P4Info") from None
+            # INVALID_ARGUMENT, as PI answers ("Invalid P4 id") and as the spec asks of action ids;
+            # NOT_FOUND is for entities (entries, members, groups...) that do not exist
+            raise invalid(f"{kind} id {id_} is not in the P4Info") from None
 
     def table(self, id_):
         return self._get(self.tables, id_, "table")
@@ -145,7 +147,9 @@ class P4InfoIndex:
         return self._get(self.registers, id_, "register")
 
     def digest(self, id_):
-        return self._get(self.digests, id_, "digest")
+        if id_ not in self.digests:   # PI's digest manager answers NOT_FOUND ("not a valid digest id")
+            raise not_found(f"digest id {id_} is not in the P4Info")
+        return self.digests[id_]
 
     def value_set(self, id_):
         return self._get(self.value_sets, id_, "value set")
