@@ -203,3 +203,42 @@ def test_ids_the_p4info_lacks_are_invalid_argument(dev):
     # entities that do not exist stay NOT_FOUND
     assert _code(dev, "DELETE", "table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x09' }} }} }}") \
         == "NOT_FOUND"
+
+
+def test_default_entry_rules_and_reads(dev):
+    """PI and the spec: the default entry takes priority 0; an indirect table's default cannot
+    be set or reset; a table_id 0 read of default entries returns every table's; default entries
+    do not age (time_since_last_hit refused); controller_metadata is kept until a reset."""
+    default = ("table_entry {{ table_id: {exact_t} is_default_action: true priority: {priority} "
+               "controller_metadata: 7 action {{ action {{ action_id: {fwd} params {{ param_id: 1 value: '\\x03' }} }} }} }}")
+    ids = dev["ids"]
+    assert _write(dev, _update("MODIFY", default, priority=4, **ids))[0][0] == "INVALID_ARGUMENT"
+    assert _write(dev, _update("MODIFY", default, priority=0, **ids)) == []
+    (read,) = _read(dev, "table_entry {{ table_id: {exact_t} is_default_action: true }}")
+    assert read.table_entry.action.action.action_id == ids["fwd"] and read.table_entry.controller_metadata == 7
+    assert _code(dev, "MODIFY", "table_entry {{ table_id: {sel_t} is_default_action: true "
+                                "action {{ action {{ action_id: {drop} }} }} }}") == "INVALID_ARGUMENT"
+    assert _code(dev, "MODIFY", "table_entry {{ table_id: {sel_t} is_default_action: true }}") == "INVALID_ARGUMENT"
+    every = _read(dev, "table_entry {{ is_default_action: true }}")
+    assert sorted(e.table_entry.table_id for e in every) == sorted(t.preamble.id for t in dev["server"].installed.index.p4info.tables)
+    assert all(e.table_entry.is_default_action for e in every)
+    assert _read_code(dev, "table_entry {{ table_id: {exact_t} is_default_action: true time_since_last_hit {{ }} }}") \
+        == "INVALID_ARGUMENT"
+    # a reset restores the program's default action and clears the metadata (spec, "Default Entry")
+    assert _code(dev, "MODIFY", "table_entry {{ table_id: {exact_t} is_default_action: true }}") == "OK"
+    (read,) = _read(dev, "table_entry {{ table_id: {exact_t} is_default_action: true }}")
+    assert read.table_entry.action.action.action_id == ids["drop"] and read.table_entry.controller_metadata == 0
+
+
+def test_action_scope_and_read_only_fields(dev):
+    """PI and the spec: an action used outside its P4Info scope (@defaultonly in an entry,
+    @tableonly as the default) is PERMISSION_DENIED; time_since_last_hit in a Write is
+    INVALID_ARGUMENT (the server alone fills it in)."""
+    # p4c scopes the NoAction it adds to lpm_t as DEFAULT_ONLY
+    assert _code(dev, "INSERT", "table_entry {{ table_id: {lpm_t} match {{ field_id: 1 lpm {{ value: '\\x0a\\x00\\x00\\x00' "
+                                "prefix_len: 8 }} }} action {{ action {{ action_id: {NoAction} }} }} }}") == "PERMISSION_DENIED"
+    assert _code(dev, "MODIFY", "table_entry {{ table_id: {exact_t} is_default_action: true "
+                                "action {{ action {{ action_id: {NoAction} }} }} }}") == "PERMISSION_DENIED"
+    assert _code(dev, "INSERT", FWD_ENTRY[:-2] + "time_since_last_hit {{ elapsed_ns: 1 }} }}") == "INVALID_ARGUMENT"
+    assert _read(dev, "table_entry {{ table_id: {exact_t} }}") == []
+

@@ -93,6 +93,7 @@ class DeviceState:
         self.multicast_groups = {}     # id -> MulticastGroupEntry
         self.clone_sessions = {}       # id -> CloneSessionEntry
         self.digest_configs = {}       # digest id -> DigestEntry
+        self.default_metadata = {}     # table id -> (controller_metadata, metadata) of its default entry
 
 
 MAX_INSTANCE = 0xFFFF     # v1model's egress_rid is bit<16>: the largest replica instance
@@ -133,22 +134,13 @@ class EntityHandler:
     def _write_table_entry(self, op, te):
         info = self.index.table(te.table_id)
         table = self._engine("tables", info.name, "table")
-        if op != DELETE:            # (PI looks at neither field in a DELETE)
+        if te.HasField("time_since_last_hit"):
+            # as PI, for every update type: the field is only ever filled in by the server
+            raise invalid(f"table {info.name}: time_since_last_hit is read-only, leave it unset in a Write")
+        if op != DELETE:            # (PI looks at idle_timeout_ns in no DELETE)
             _check_idle_timeout_fields(info, te)
         if te.is_default_action:
-            if op != MODIFY:
-                raise invalid(f"table {info.name}: the default entry can only be modified, not {OP_NAMES[op]}")
-            if te.match:
-                raise invalid(f"table {info.name}: a default entry has no match fields")
-            if info.const_default_action_id:
-                raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name}: the default action is const")
-            kind = te.action.WhichOneof("type") if te.HasField("action") else None
-            if kind is None:
-                table.reset_default()
-            elif kind == "action":
-                table.set_default(self._action_call(info, te.action.action, default=True))
-            else:
-                raise invalid(f"table {info.name}: a default entry takes a direct action, not {kind}")
+            self._write_default_entry(op, info, table, te)
             return
         if info.is_const:
             raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has const entries")
@@ -176,6 +168,31 @@ class EntityHandler:
         if te.HasField("meter_config"):
             c = te.meter_config
             self._set_entry(table, info, keys, priority, "meter_config", (c.cir, c.cburst, c.pir, c.pburst))
+
+    def _write_default_entry(self, op, info, table, te):
+        """The spec's (and PI's) rules for the default entry: MODIFY only, no match, priority 0,
+        not on an indirect table (its default is a const NoAction), PERMISSION_DENIED if const."""
+        if op != MODIFY:
+            raise invalid(f"table {info.name}: the default entry can only be modified, not {OP_NAMES[op]}")
+        if te.match:
+            raise invalid(f"table {info.name}: a default entry has no match fields")
+        if te.priority:
+            raise invalid(f"table {info.name}: a default entry has priority 0, got {te.priority}")
+        if info.implementation_id:
+            raise invalid(f"table {info.name} uses an action profile: its default entry cannot be "
+                          "set or reset (the spec keeps it a constant NoAction)")
+        if info.const_default_action_id:
+            raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name}: the default action is const")
+        kind = te.action.WhichOneof("type") if te.HasField("action") else None
+        if kind is None:
+            table.reset_default()
+            # a reset also resets the entry's metadata (spec, "Default Entry")
+            self.state.default_metadata.pop(info.id, None)
+            return
+        if kind != "action":
+            raise invalid(f"table {info.name}: a default entry takes a direct action, not {kind}")
+        table.set_default(self._action_call(info, te.action.action, default=True))
+        self.state.default_metadata[info.id] = (te.controller_metadata, te.metadata)
 
     def _keys(self, info, matches, owner=None):
         owner = owner or f"table {info.name}"      # (or a value set's member)
@@ -244,10 +261,13 @@ class EntityHandler:
         if info is not None:
             if ainfo.id not in info.action_ids:
                 raise invalid(f"table {info.name}: action {ainfo.name} is not one of its actions")
+            # a valid action used outside its P4Info scope: PERMISSION_DENIED (the spec, PI)
             if default and ainfo.id in info.table_only:
-                raise invalid(f"table {info.name}: action {ainfo.name} is @tableonly, not a default action")
+                raise P4RuntimeError(code_pb2.PERMISSION_DENIED,
+                                     f"table {info.name}: action {ainfo.name} is @tableonly, not a default action")
             if not default and ainfo.id in info.default_only:
-                raise invalid(f"table {info.name}: action {ainfo.name} is @defaultonly")
+                raise P4RuntimeError(code_pb2.PERMISSION_DENIED,
+                                     f"table {info.name}: action {ainfo.name} is @defaultonly")
         args = {}
         for p in action.params:
             param = ainfo.param_by_id.get(p.param_id)
@@ -505,19 +525,22 @@ class EntityHandler:
         want_meters = te.HasField("meter_config")
         want_elapsed = te.HasField("time_since_last_hit")
         now_us = self.now_us() if want_elapsed else 0
+        if te.is_default_action and want_elapsed:
+            raise invalid("default entries do not age: leave time_since_last_hit unset when reading them")
         for info in infos:
             table = self._engine("tables", info.name, "table")
-            if want_elapsed and not info.supports_idle_timeout and not te.is_default_action:
+            if want_elapsed and not info.supports_idle_timeout:
                 # as PI: refused even in a wildcard read over tables some of which support it
                 raise invalid(f"table {info.name} does not support idle timeout: leave "
                               "time_since_last_hit unset when reading it")
             if te.is_default_action:
-                if te.table_id:
-                    out = p4runtime_pb2.TableEntry(table_id=info.id, is_default_action=True)
-                    default = table.get_default()
-                    if default is not None and default.action is not None:
-                        out.action.action.CopyFrom(self._action_proto(default))
-                    yield self._wrap("table_entry", out)
+                # with table_id 0, every table's default entry (as PI reads them)
+                out = p4runtime_pb2.TableEntry(table_id=info.id, is_default_action=True)
+                default = table.get_default()
+                if default is not None and default.action is not None:
+                    out.action.action.CopyFrom(self._action_proto(default))
+                out.controller_metadata, out.metadata = self.state.default_metadata.get(info.id, (0, b""))
+                yield self._wrap("table_entry", out)
                 continue
             wanted = None
             if te.match:
