@@ -242,3 +242,48 @@ def test_action_scope_and_read_only_fields(dev):
     assert _code(dev, "INSERT", FWD_ENTRY[:-2] + "time_since_last_hit {{ elapsed_ns: 1 }} }}") == "INVALID_ARGUMENT"
     assert _read(dev, "table_entry {{ table_id: {exact_t} }}") == []
 
+
+def test_direct_resources_are_checked_before_the_entry_changes(dev):
+    """PI validates counter_data / meter_config before it writes: a table without the direct
+    resource is INVALID_ARGUMENT and a refused update leaves no entry behind (it was inserted, then
+    reported failed). DirectCounterEntry on such a table is INVALID_ARGUMENT too."""
+    assert _code(dev, "INSERT", FWD_ENTRY[:-2] + "counter_data {{ packet_count: 1 }} }}") == "INVALID_ARGUMENT"
+    assert _code(dev, "INSERT", FWD_ENTRY[:-2] + "meter_config {{ cir: 1 cburst: 1 pir: 1 pburst: 1 }} }}") \
+        == "INVALID_ARGUMENT"
+    assert _read(dev, "table_entry {{ table_id: {exact_t} }}") == []
+    dm_entry = ("table_entry {{ table_id: {dm_t} match {{ field_id: 1 exact {{ value: '\\x01' }} }} "
+                "action {{ action {{ action_id: {fwd_dm} params {{ param_id: 1 value: '\\x02' }} }} }} ")
+    assert _code(dev, "INSERT", dm_entry + "meter_config {{ cir: 10 cburst: 1 pir: 5 pburst: 1 }} }}") == "INVALID_ARGUMENT"
+    assert _code(dev, "INSERT", dm_entry + "meter_config {{ cir: -2 cburst: 1 pir: 5 pburst: 1 }} }}") == "INVALID_ARGUMENT"
+    assert _read(dev, "table_entry {{ table_id: {dm_t} }}") == []
+    assert _code(dev, "MODIFY", "direct_counter_entry {{ table_entry {{ table_id: {exact_t} match {{ field_id: 1 "
+                                "exact {{ value: '\\x01' }} }} }} data {{ packet_count: 1 }} }}") == "INVALID_ARGUMENT"
+
+
+def test_counter_data_only_for_tables_with_a_direct_counter(dev):
+    """PI fills counter_data in a TableEntry read only where the table has a direct counter."""
+    assert _code(dev, "INSERT", FWD_ENTRY) == "OK"
+    assert _code(dev, "INSERT", "table_entry {{ table_id: {dc_t} match {{ field_id: 1 exact {{ value: '\\x01' }} }} "
+                                "action {{ action {{ action_id: {fwd_dc} params {{ param_id: 1 value: '\\x02' }} }} }} }}") == "OK"
+    entries = {e.table_entry.table_id: e.table_entry for e in _read(dev, "table_entry {{ counter_data {{ }} }}")}
+    assert entries[dev["ids"]["dc_t"]].HasField("counter_data")
+    assert not entries[dev["ids"]["exact_t"]].HasField("counter_data")
+
+
+def test_meter_modify_without_config_resets_it(dev):
+    """PI: a MeterEntry / DirectMeterEntry MODIFY without config sets the default (unmetered), and
+    reads show no config; it read back as an all-zero config."""
+    meter = "meter_entry {{ meter_id: {mtr} index {{ index: 1 }} {config} }}"
+    ids = dev["ids"]
+    assert _write(dev, _update("MODIFY", meter, config="config { cir: 10 cburst: 2 pir: 20 pburst: 4 }", **ids)) == []
+    (read,) = _read(dev, "meter_entry {{ meter_id: {mtr} index {{ index: 1 }} }}")
+    assert read.meter_entry.config.pir == 20
+    assert _write(dev, _update("MODIFY", meter, config="", **ids)) == []
+    (read,) = _read(dev, "meter_entry {{ meter_id: {mtr} index {{ index: 1 }} }}")
+    assert not read.meter_entry.HasField("config")
+    dm_key = "table_entry {{ table_id: {dm_t} match {{ field_id: 1 exact {{ value: '\\x01' }} }} }}"
+    assert _code(dev, "INSERT", dm_key[:-2] + "action {{ action {{ action_id: {fwd_dm} params {{ param_id: 1 "
+                                "value: '\\x02' }} }} }} meter_config {{ cir: 1 cburst: 2 pir: 3 pburst: 4 }} }}") == "OK"
+    assert _code(dev, "MODIFY", "direct_meter_entry {{ " + dm_key + " }}") == "OK"
+    (read,) = _read(dev, "direct_meter_entry {{ " + dm_key + " }}")
+    assert not read.direct_meter_entry.HasField("config")

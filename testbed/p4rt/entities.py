@@ -152,6 +152,8 @@ class EntityHandler:
         if not te.HasField("action"):
             raise invalid(f"table {info.name}: {OP_NAMES[op]} needs an action")
         action = self._table_action(info, te.action)
+        # direct resources are checked before the entry changes: a refused update changes nothing
+        counter, meter = self._direct_resource_values(info, te)
         if op == INSERT:
             entry = table.insert(keys, action, priority=priority)
         else:
@@ -162,12 +164,10 @@ class EntityHandler:
                 # as PI on BMv2: every INSERT and MODIFY sets the TTL and restarts its timer
                 entry.idle_timeout_ns = te.idle_timeout_ns
                 entry.last_hit_us, entry.notified_us = self.now_us(), None
-        if te.HasField("counter_data"):
-            self._set_entry(table, info, keys, priority, "counter",
-                            (te.counter_data.packet_count, te.counter_data.byte_count))
-        if te.HasField("meter_config"):
-            c = te.meter_config
-            self._set_entry(table, info, keys, priority, "meter_config", (c.cir, c.cburst, c.pir, c.pburst))
+        if counter is not None:
+            self._set_entry(table, info, keys, priority, "counter", counter)
+        if meter is not None:
+            self._set_entry(table, info, keys, priority, "meter_config", meter)
 
     def _write_default_entry(self, op, info, table, te):
         """The spec's (and PI's) rules for the default entry: MODIFY only, no match, priority 0,
@@ -193,6 +193,21 @@ class EntityHandler:
             raise invalid(f"table {info.name}: a default entry takes a direct action, not {kind}")
         table.set_default(self._action_call(info, te.action.action, default=True))
         self.state.default_metadata[info.id] = (te.controller_metadata, te.metadata)
+
+    def _direct_resource_values(self, info, te):
+        """The counter_data and meter_config a written TableEntry carries (None when absent),
+        refused with INVALID_ARGUMENT, as PI does, when the table has no such direct resource."""
+        counter = meter = None
+        if te.HasField("counter_data"):
+            if not info.direct_resource_ids & set(self.index.direct_counters):
+                raise invalid(f"table {info.name} has no direct counter: leave counter_data unset")
+            counter = (te.counter_data.packet_count, te.counter_data.byte_count)
+        if te.HasField("meter_config"):
+            if not info.direct_resource_ids & set(self.index.direct_meters):
+                raise invalid(f"table {info.name} has no direct meter: leave meter_config unset")
+            c = te.meter_config
+            meter = _checked_meter_config(f"table {info.name} meter_config", c)
+        return counter, meter
 
     def _keys(self, info, matches, owner=None):
         owner = owner or f"table {info.name}"      # (or a value set's member)
@@ -387,8 +402,10 @@ class EntityHandler:
         self._modify_only(op, name)
         meter = self._engine("meters", name, "meter")
         i = self._index_of(m, info.size, name)
-        c = m.config
-        meter.set_config(i, c.cir, c.cburst, c.pir, c.pburst)
+        if not m.HasField("config"):
+            meter.reset_config(i)       # as PI: no config is the default (every packet GREEN)
+            return
+        meter.set_config(i, *_checked_meter_config(name, m.config))
 
     def _write_register_entry(self, op, r):
         info = self.index.register(r.register_id)
@@ -408,6 +425,9 @@ class EntityHandler:
     def _direct_target(self, te, kind):
         info = self.index.table(te.table_id)
         table = self._engine("tables", info.name, "table")
+        resources = self.index.direct_counters if kind == "direct counter" else self.index.direct_meters
+        if not info.direct_resource_ids & set(resources):
+            raise invalid(f"table {info.name} has no {kind}")      # as PI
         keys = self._keys(info, te.match)
         priority = self._priority(info, te.priority)
         return table, info, keys, priority
@@ -420,8 +440,8 @@ class EntityHandler:
     def _write_direct_meter_entry(self, op, d):
         self._modify_only(op, "direct meter")
         table, info, keys, priority = self._direct_target(d.table_entry, "direct meter")
-        c = d.config
-        self._set_entry(table, info, keys, priority, "meter_config", (c.cir, c.cburst, c.pir, c.pburst))
+        config = _checked_meter_config(f"table {info.name} direct meter", d.config) if d.HasField("config") else None
+        self._set_entry(table, info, keys, priority, "meter_config", config)
 
     # -- packet replication engine and digests --
     def _write_packet_replication_engine_entry(self, op, pre):
@@ -571,7 +591,8 @@ class EntityHandler:
             out.action.action_profile_group_id = action.id
         elif action is not None and action.action is not None:
             out.action.action.CopyFrom(self._action_proto(action))
-        if want_counters and getattr(entry, "counter", None) is not None:
+        if want_counters and info.direct_resource_ids & set(self.index.direct_counters) \
+                and getattr(entry, "counter", None) is not None:
             out.counter_data.packet_count, out.counter_data.byte_count = entry.counter
         if want_meters and getattr(entry, "meter_config", None) is not None:
             cir, cburst, pir, pburst = entry.meter_config[:4]
@@ -725,6 +746,18 @@ class EntityHandler:
         for id_, message in sorted(self.state.digest_configs.items()):
             if not d.digest_id or id_ == d.digest_id:
                 yield self._wrap("digest_entry", message)
+
+
+def _checked_meter_config(what, c):
+    """A MeterConfig as (cir, cburst, pir, pburst), refused with INVALID_ARGUMENT before anything
+    is written (as PI validates it first) if it is not a two-rate config the meter can take."""
+    values = (c.cir, c.cburst, c.pir, c.pburst)
+    if min(values) < 0:
+        raise invalid(f"{what}: rates and bursts must be >= 0, got cir {c.cir} cburst {c.cburst} "
+                      f"pir {c.pir} pburst {c.pburst}")
+    if c.cir > c.pir:
+        raise invalid(f"{what}: committed rate {c.cir} exceeds peak rate {c.pir}")
+    return values
 
 
 def _check_idle_timeout_fields(info, te):
