@@ -287,3 +287,27 @@ def test_meter_modify_without_config_resets_it(dev):
     assert _code(dev, "MODIFY", "direct_meter_entry {{ " + dm_key + " }}") == "OK"
     (read,) = _read(dev, "direct_meter_entry {{ " + dm_key + " }}")
     assert not read.direct_meter_entry.HasField("config")
+
+
+def test_action_profile_group_weights_and_max_size(dev):
+    """PI's action profile manager and the spec: member weights are positive (0 was taken as 1),
+    max_size is fixed at INSERT (a MODIFY changing it is INVALID_ARGUMENT), may not be negative,
+    and is read back."""
+    for member_id in (1, 2):
+        assert _code(dev, "INSERT", "action_profile_member {{ action_profile_id: {sel} member_id: %d "
+                     "action {{ action_id: {fwd} params {{ param_id: 1 value: '\\x02' }} }} }}" % member_id) == "OK"
+    group = "action_profile_group {{{{ action_profile_id: {{sel}} group_id: 1 max_size: {size} {members} }}}}"
+
+    def code(op, size, members):
+        return _code(dev, op, group.format(size=size, members=members))
+    assert code("INSERT", 0, "members {{ member_id: 1 weight: 0 }}") == "INVALID_ARGUMENT"
+    assert code("INSERT", -1, "members {{ member_id: 1 weight: 1 }}") == "INVALID_ARGUMENT"
+    assert code("INSERT", 4, "members {{ member_id: 1 weight: 5 }}") == "RESOURCE_EXHAUSTED"
+    assert code("INSERT", 4, "members {{ member_id: 1 weight: 2 }}") == "OK"
+    assert code("MODIFY", 8, "members {{ member_id: 1 weight: 2 }}") == "INVALID_ARGUMENT"
+    assert code("MODIFY", 4, "members {{ member_id: 1 weight: 2 }} members {{ member_id: 2 weight: 2 }}") == "OK"
+    (read,) = _read(dev, "action_profile_group {{ action_profile_id: {sel} }}")
+    assert [(m.member_id, m.weight) for m in read.action_profile_group.members] == [(1, 2), (2, 2)]
+    assert read.action_profile_group.max_size == 4          # read back, as PI does
+    assert code("DELETE", 0, "") == "OK"
+    assert code("INSERT", 8, "members {{ member_id: 2 weight: 1 }}") == "OK"     # a new group, a new max_size

@@ -94,6 +94,7 @@ class DeviceState:
         self.clone_sessions = {}       # id -> CloneSessionEntry
         self.digest_configs = {}       # digest id -> DigestEntry
         self.default_metadata = {}     # table id -> (controller_metadata, metadata) of its default entry
+        self.group_max_sizes = {}      # (action profile id, group id) -> max_size given at INSERT
 
 
 MAX_INSTANCE = 0xFFFF     # v1model's egress_rid is bit<16>: the largest replica instance
@@ -345,21 +346,36 @@ class EntityHandler:
         (profile.insert_member if op == INSERT else profile.modify_member)(m.member_id, call)
 
     def _write_action_profile_group(self, op, g):
+        """As PI's action profile manager (and the spec): max_size is fixed when the group is
+        inserted, may not exceed the P4Info's max_group_size, and weights are positive."""
         pinfo = self.index.action_profile(g.action_profile_id)
         profile = self._profile(g.action_profile_id)
+        key = (pinfo.preamble.id, g.group_id)
         if op == DELETE:
             profile.delete_group(g.group_id)
+            self.state.group_max_sizes.pop(key, None)
             return
+        what = f"action profile {pinfo.preamble.name} group {g.group_id}"
+        if g.max_size < 0:
+            raise invalid(f"{what}: max_size {g.max_size} is negative")
+        if pinfo.max_group_size and g.max_size > pinfo.max_group_size:
+            raise invalid(f"{what}: max_size {g.max_size} exceeds the P4Info's max_group_size "
+                          f"{pinfo.max_group_size}")
+        if op == MODIFY and key in self.state.group_max_sizes and g.max_size != self.state.group_max_sizes[key]:
+            raise invalid(f"{what}: max_size is set when the group is inserted "
+                          f"({self.state.group_max_sizes[key]}), it cannot change to {g.max_size}")
         members = []
         for m in g.members:
-            if m.weight < 0:
-                raise invalid(f"group {g.group_id}: member {m.member_id} has negative weight")
-            members.append((m.member_id, m.weight or 1))
+            if m.weight <= 0:
+                raise invalid(f"{what}: member {m.member_id} has weight {m.weight}; weights are positive")
+            members.append((m.member_id, m.weight))
         limit = g.max_size or pinfo.max_group_size
         if limit and sum(w for _, w in members) > limit:
             raise P4RuntimeError(code_pb2.RESOURCE_EXHAUSTED,
-                                 f"group {g.group_id}: total weight exceeds the maximum group size {limit}")
+                                 f"{what}: total weight exceeds the maximum group size {limit}")
         (profile.insert_group if op == INSERT else profile.modify_group)(g.group_id, members)
+        if op == INSERT:
+            self.state.group_max_sizes[key] = g.max_size
 
     # -- parser value sets --
     def _write_value_set_entry(self, op, v):
@@ -628,6 +644,7 @@ class EntityHandler:
                     continue
                 members = getattr(members, "members", members)
                 out = p4runtime_pb2.ActionProfileGroup(action_profile_id=pinfo.preamble.id, group_id=group_id)
+                out.max_size = self.state.group_max_sizes.get((pinfo.preamble.id, group_id), 0)
                 for member_id, weight in members:
                     out.members.add(member_id=member_id, weight=weight)
                 yield self._wrap("action_profile_group", out)
