@@ -311,3 +311,25 @@ def test_action_profile_group_weights_and_max_size(dev):
     assert read.action_profile_group.max_size == 4          # read back, as PI does
     assert code("DELETE", 0, "") == "OK"
     assert code("INSERT", 8, "members {{ member_id: 2 weight: 1 }}") == "OK"     # a new group, a new max_size
+
+
+def test_packet_replication_engine_ids_and_reads(dev):
+    """PI: multicast group ids from 2**15 up are OUT_OF_RANGE (kept for clone sessions), clone
+    session ids from 2**15 up INVALID_ARGUMENT, a clone session class_of_service UNIMPLEMENTED,
+    and a PRE read that names neither kind INVALID_ARGUMENT (it returned the multicast groups)."""
+    mc = "packet_replication_engine_entry {{{{ multicast_group_entry {{{{ multicast_group_id: {id} " \
+         "replicas {{{{ egress_port: 1 instance: 1 }}}} }}}} }}}}"
+    clone = "packet_replication_engine_entry {{{{ clone_session_entry {{{{ session_id: {id} class_of_service: {cos} " \
+            "replicas {{{{ egress_port: 2 }}}} }}}} }}}}"
+    assert _code(dev, "INSERT", mc.format(id=32768)) == "OUT_OF_RANGE"
+    assert _code(dev, "INSERT", mc.format(id=32767)) == "OK"
+    assert _code(dev, "INSERT", clone.format(id=32768, cos=0)) == "INVALID_ARGUMENT"
+    assert _code(dev, "INSERT", clone.format(id=5, cos=2)) == "UNIMPLEMENTED"
+    assert _code(dev, "INSERT", clone.format(id=5, cos=0)) == "OK"
+    assert _read_code(dev, "packet_replication_engine_entry {{ }}") == "INVALID_ARGUMENT"
+    assert _read_code(dev, "packet_replication_engine_entry {{ multicast_group_entry {{ multicast_group_id: 40000 }} }}") \
+        == "OUT_OF_RANGE"
+    (group,) = _read(dev, "packet_replication_engine_entry {{ multicast_group_entry {{ }} }}")
+    assert group.packet_replication_engine_entry.multicast_group_entry.multicast_group_id == 32767
+    (session,) = _read(dev, "packet_replication_engine_entry {{ clone_session_entry {{ }} }}")
+    assert session.packet_replication_engine_entry.clone_session_entry.session_id == 5

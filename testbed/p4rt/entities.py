@@ -98,6 +98,17 @@ class DeviceState:
 
 
 MAX_INSTANCE = 0xFFFF     # v1model's egress_rid is bit<16>: the largest replica instance
+# PI keeps multicast group ids from 2**15 up for the clone sessions it builds on BMv2's PRE, so
+# group ids stop below it (OUT_OF_RANGE) and clone session ids too (INVALID_ARGUMENT)
+FIRST_RESERVED_MC_GROUP = 1 << 15
+
+
+def _check_mc_group_id(group_id, wildcard=False):
+    if group_id == 0 and not wildcard:
+        raise invalid("multicast group id 0 is not valid")
+    if group_id >= FIRST_RESERVED_MC_GROUP:
+        raise P4RuntimeError(code_pb2.OUT_OF_RANGE, f"multicast group id {group_id} is too high: ids stop at "
+                             f"{FIRST_RESERVED_MC_GROUP - 1} (as PI, which keeps the rest for clone sessions)")
 
 
 class EntityHandler:
@@ -464,11 +475,16 @@ class EntityHandler:
         kind = pre.WhichOneof("type")
         if kind == "multicast_group_entry":
             g = pre.multicast_group_entry
+            _check_mc_group_id(g.multicast_group_id)
             self._pre_write(op, g.multicast_group_id, g, self.state.multicast_groups, "multicast group",
                             lambda: self.pipeline.set_mc_group(g.multicast_group_id, self._replicas(g.replicas)),
                             lambda: self.pipeline.delete_mc_group(g.multicast_group_id))
         elif kind == "clone_session_entry":
             s = pre.clone_session_entry
+            if s.session_id >= FIRST_RESERVED_MC_GROUP:
+                raise invalid(f"clone session id {s.session_id} is out of range (1..{FIRST_RESERVED_MC_GROUP - 1}, as PI)")
+            if op != DELETE and s.class_of_service:
+                raise unimplemented("class_of_service in clone sessions is not supported (as PI): leave it 0")
             self._pre_write(op, s.session_id, s, self.state.clone_sessions, "clone session",
                             lambda: self.pipeline.set_clone_session(s.session_id, self._replicas(s.replicas),
                                                                     truncate=s.packet_length_bytes),
@@ -743,6 +759,11 @@ class EntityHandler:
 
     def _read_packet_replication_engine_entry(self, pre):
         kind = pre.WhichOneof("type")
+        if kind is None:
+            raise invalid("read a packet replication engine entry with multicast_group_entry or "
+                          "clone_session_entry set (an empty one selects neither, as PI answers)")
+        if kind == "multicast_group_entry":
+            _check_mc_group_id(pre.multicast_group_entry.multicast_group_id, wildcard=True)
         if kind == "clone_session_entry":
             wanted, store, field = pre.clone_session_entry.session_id, self.state.clone_sessions, "clone_session_entry"
         else:
