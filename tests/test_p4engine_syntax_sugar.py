@@ -92,3 +92,128 @@ def test_an_instance_of_a_header_not_made_of_bytes_is_refused_at_its_type(body, 
     line, col = line_col(src, "@controller_header")
     assert refused(src).startswith(
         f"<string>:{line}:{col}: error: header punt_t is 18 bits long; BMv2 needs a multiple of 8")
+
+
+# ------------------------------------------------------------------ default initializers (...)
+
+DEFAULTS_PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+header tag_t { bit<8> a; bit<8> b; }
+header one_t { bit<8> v; }
+header_union u_t { tag_t t; one_t o; }
+header obs_t { bit<136> v; }
+header obs2_t { bit<48> v; }
+struct headers_t { eth_t eth; tag_t[2] tags; u_t u; tag_t last; obs_t obs; obs2_t obs2; }
+enum E { X, Y, Z }
+enum bit<8> SE { A = 3, B = 4 }
+struct S { bit<8> a; bit<8> b; }
+struct N { bool f; tag_t h; S s; E e; }
+struct metadata_t { }
+const bit<16> C = ...;
+const S CS = {b = 9, ...};
+parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.eth); pkt.extract(hdr.tags[0]); pkt.extract(hdr.tags[1]);
+        transition select(hdr.eth.type) { 0x0801: union; default: accept; }
+    }
+    state union { pkt.extract(hdr.u.o); transition accept; }
+}
+control V(inout headers_t hdr, inout metadata_t meta) { apply { } }
+bit<8> zero() { return ...; }
+control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    action put(bit<8> v, in S s) { hdr.last.a = v; hdr.last.b = s.b; }
+    apply {
+        sm.egress_spec = 1;
+        bit<8> x = 5; x = ...;
+        int<8> i = -1; i = ...;
+        bool b = true; b = ...;
+        error e = error.NoMatch; e = ...;
+        E en = E.Z; en = ...;
+        SE se = SE.B; se = ...;
+        S s0 = ...;
+        S s1 = {2, ...};
+        S s2 = (S){b = 7, ...};
+        N n = {f = true, h = {3, ...}, ...};
+        tag_t h0 = ...;
+        tag_t h1 = {...};
+        hdr.obs.setValid();
+        hdr.obs.v = C ++ CS.a ++ CS.b ++ x ++ (bit<8>)i ++ (b ? 8w1 : 8w0) ++ (e == error.NoError ? 8w1 : 8w0)
+                    ++ (en == E.X ? 8w1 : 8w0) ++ (bit<8>)se ++ s0.a ++ s0.b ++ s1.a ++ s1.b ++ s2.a ++ s2.b ++ zero();
+        hdr.obs2 = {...};       // valid, all zeros
+        hdr.obs2.v = hdr.obs2.v | ((n.f ? 8w1 : 8w0) ++ n.h.a ++ n.h.b ++ (n.h.isValid() ? 8w1 : 8w0)
+                                   ++ (h0.isValid() ? 8w1 : 8w0) ++ (h1.isValid() ? 8w1 : 8w0));
+        hdr.tags = {hdr.tags[1], ...};
+        hdr.u = ...;
+        hdr.last = (tag_t){b = 0x44, ...};
+        if (hdr.u == {#} && {#} == hdr.tags[1]) { hdr.last.a = 0x55; }
+        if (hdr.eth.dst == 1) {
+            put(..., {a = 1, ...});
+            hdr.tags[0] = (tag_t){#};
+            hdr.eth = ...;
+        }
+    }
+}
+control Eg(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) { apply { } }
+control Ck(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), Eg(), Ck(), D()) main;
+"""
+
+
+def eth(dst, ethertype):
+    return dst.to_bytes(6, "big") + bytes(6) + ethertype.to_bytes(2, "big")
+
+
+def test_default_initializers_give_each_type_its_default_value():
+    pipe = compile_source(DEFAULTS_PROGRAM).new_pipeline()
+    tags = bytes.fromhex("11223344")
+    observed = bytes.fromhex("0000" "0009" "00" "00" "00" "01" "01" "00" "0000" "0200" "0007" "00")
+    # n.f, n.h = {3, ...} (valid), h0 = ... (invalid), h1 = {...} (valid)
+    observed2 = bytes.fromhex("01" "03" "00" "01" "00" "01")
+    # tags = {tags[1], ...}: the second is invalid; the union is invalid (so equal to {#});
+    # last = {b = 0x44, ...}
+    assert pipe.process(0, eth(0, 0x0801) + tags + b"\x99rest") == [
+        (1, eth(0, 0x0801) + tags[2:] + bytes.fromhex("5544") + observed + observed2 + b"rest")]
+    # an action's arguments; {#} and a bare ... make headers invalid
+    assert pipe.process(0, eth(1, 0x0800) + tags + b"rest") == [
+        (1, bytes.fromhex("0000") + observed + observed2 + b"rest")]
+
+
+@pytest.mark.parametrize("statement, marker, message", [
+    ("hdr.eth.type = hdr.eth.type + ...;", "...;", "...: could not find default value"),
+    ("if (...) { }", "...)", "...: could not find default value"),
+    ("tuple<bit<8>, bit<8>> t = {..., 1};", "..., 1", "... must be the last element"),
+    ("pair_t p = {1, 2, 3, ...};", "{1, 2", "pair_t has 2 fields but the list has 3 values"),
+    ("pair_t p = {hi = 1, mid = 2, ...};", "{hi", "the structure expression's fields (hi, mid, lo) are not those of pair_t"),
+    ("bit<8> x = {#};", "{#}", "{#} needs a header or header union type here"),
+])
+def test_default_initializers_p4c_refuses(statement, marker, message):
+    src = program(f"apply {{ {statement} }}", decls="struct pair_t { bit<8> hi; bit<8> lo; }")
+    line, col = line_col(src, marker)
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: {message}\n")
+
+
+def test_a_header_compares_equal_to_the_invalid_header_when_it_is_invalid():
+    src = program("""
+        apply {
+            sm.egress_spec = hdr.eth == {#} ? 9w9 : 9w2;
+            if ({#} != hdr.eth) { sm.egress_spec = sm.egress_spec + 4; }
+            hdr.eth.setInvalid();
+            if (hdr.eth == {#}) { sm.egress_spec = sm.egress_spec + 1; }
+        }""")
+    assert run(src, frame()) == [(7, b"payload")]
+
+
+def test_a_tuple_takes_defaults_for_the_elements_a_list_leaves_out():
+    src = program("""
+        apply {
+            tuple<bit<16>, bool, eth_t> tp = {0x0801, ...};
+            hdr.eth.type = tp[0] + (tp[1] ? 16w1 : 16w0) + (tp[2].isValid() ? 16w0x100 : 16w0);
+            tp = {7, true, {...}};
+            hdr.eth.src = (bit<48>)(tp[0] + (tp[1] ? 16w1 : 16w0) + (tp[2].isValid() ? 16w0x100 : 16w0));
+            tp = ...;
+            hdr.eth.dst = (bit<48>)(tp[0] + (tp[1] ? 16w1 : 16w0) + (tp[2].isValid() ? 16w0x100 : 16w0));
+        }""")
+    assert run(src, frame()) == [(0, frame(dst=0, src=0x108, ethertype=0x0801))]

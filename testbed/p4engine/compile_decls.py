@@ -134,9 +134,9 @@ class DeclarationsMixin:
             self.err(f"{what} must be a compile-time integer", node.loc)
         return v
 
-    def const_eval(self, node, scope=None):
+    def const_eval(self, node, scope=None, expected=None):
         ctx = Ctx(scope or self.globals, Emitter(), "const", "")
-        v = self.expr(node, ctx)
+        v = self.expr(node, ctx, expected)
         if not v.is_const:
             self.err("expected a compile-time constant", node.loc)
         return v.const
@@ -202,9 +202,9 @@ class DeclarationsMixin:
             t = self.resolve_type(d.type)
             if isinstance(t, T.StructT):
                 ctx = Ctx(self.globals, Emitter(), "const", "")
-                self.globals.declare(d.name, Sym("const", self.const_struct(self.expr(d.value, ctx), t, d.value.loc)))
+                self.globals.declare(d.name, Sym("const", self.const_struct(self.expr(d.value, ctx, t), t, d.value.loc)))
                 return
-            v = self.const_eval(d.value)
+            v = self.const_eval(d.value, expected=t)
             if d.name == V1MODEL_VERSION_CONST and d.loc.file.endswith("v1model.p4"):
                 self.check_v1model_version(v, d.value.loc)
             self.globals.declare(d.name, Sym("const", self.coerce_const(v, t, d.value.loc)))
@@ -539,7 +539,7 @@ class DeclarationsMixin:
         k = d.kind
         if k == "const":
             t = self.resolve_type(d.type)
-            v = self.expr(d.value, ctx)
+            v = self.expr(d.value, ctx, t)
             if isinstance(t, T.StructT):
                 ctx.scope.declare(d.name, Sym("const", self.const_struct(v, t, d.value.loc)))
                 return

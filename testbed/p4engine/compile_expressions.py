@@ -255,20 +255,34 @@ class ExpressionsMixin:
         return Val("rv", T.BitT(w), f"(({b.code} >> {lo}) & {(1 << w) - 1:#x})")
 
     def x_list(self, n, ctx, expected):
+        nodes, names, dots = n.items, getattr(n, "names", None), getattr(n, "dots", None)
+        if names is None and nodes and nodes[-1].kind == "dots":
+            nodes, dots = nodes[:-1], nodes[-1].loc
+        wanted = self.item_types(nodes, names, expected)
         items = []
-        for node in n.items:
-            v, lines = self.captured(ctx, lambda: self.expr(node, ctx))
+        for node, want in zip(nodes, wanted):
+            v, lines = self.captured(ctx, lambda: self.expr(node, ctx, want))
             if lines:       # a call with side effects: the items before it are read first
                 items = [self.snapshot_all(i, ctx) for i in items]
                 ctx.em.lines.extend(lines)
             items.append(v)
-        return Val("list", T.ListT([i.type for i in items if i.type is not None]), items=items)
+        if dots is not None:
+            items, names = self.fill_defaults(items, names, dots, expected, n.loc)
+        return Val("list", T.ListT([i.type for i in items if i.type is not None]), items=items, name=names)
 
     def x_struct_expr(self, n, ctx, expected):
         # {f1 = e1, f2 = e2}: a list whose items carry field names (matched by name on use)
-        v = self.x_list(n, ctx, expected)
-        v.name = n.names
-        return v
+        return self.x_list(n, ctx, expected)
+
+    def item_types(self, nodes, names, expected):
+        """The type each item of a list or structure expression of type `expected` must have,
+        for the items that need one to have a value (`...`, `{#}`); None for the others."""
+        types = self.element_types(expected) if expected is not None else None
+        if types is not None and names is not None:
+            fields = dict(getattr(expected, "declared_fields", None) or getattr(expected, "fields", ()))
+            types = [fields.get(name) for name in names]
+        types = list(types or []) + [None] * len(nodes)
+        return [t if _needs_type(node) else None for node, t in zip(nodes, types)]
 
     def x_cond(self, n, ctx, expected):
         cv = self.cond_val(n.cond, ctx)
@@ -293,7 +307,7 @@ class ExpressionsMixin:
     def x_cast(self, n, ctx, expected):
         t = self.resolve_type(n.type)
         v = self.expr(n.expr, ctx, t)
-        if v.kind == "list" and isinstance(t, (T.StructT, T.HeaderT)):
+        if v.kind == "list" and isinstance(t, (T.StructT, T.HeaderT, T.StackT)) or v.kind == "invalid":
             return v
         v = self.scalar(v, n.expr.loc)
         vt = v.type
@@ -359,11 +373,21 @@ class ExpressionsMixin:
             if a.is_const and b.is_const:
                 return lit((a.const and b.const) if op == "&&" else (a.const or b.const), T.BOOL)
             return Val("rv", T.BOOL, f"({a.code} {'and' if op == '&&' else 'or'} {b.code})")
-        a = self.expr(n.left, ctx)
-        b, blines = self.captured(ctx, lambda: self.expr(n.right, ctx))
+        # {#} takes the other operand's type (p4c's convertUntypedInvalid); `...` does not
+        swap = op in ("==", "!=") and n.left.kind == "invalid"
+        left, right = (n.right, n.left) if swap else (n.left, n.right)
+        a = self.expr(left, ctx)
+        want = a.type if op in ("==", "!=") and right.kind == "invalid" else None
+        b, blines = self.captured(ctx, lambda: self.expr(right, ctx, want))
         if blines:          # left to right: the left operand is read before the right's effects
             a = self.snapshot(a, ctx)
             ctx.em.lines.extend(blines)
+        if op in ("==", "!=") and a.kind == "agg" and b.kind == "invalid":
+            # equal to the invalid header (union) exactly when not valid (no member valid)
+            t = a.type
+            slots = t.validity_slots(a.slot) if isinstance(t, T.UnionT) else [a.slot]
+            code = " or ".join(f"S[{slot}]" for slot in slots)
+            return Val("rv", T.BOOL, f"(not ({code}))" if op == "==" else f"bool({code})")
         if op in ("==", "!=") and {a.kind, b.kind} == {"agg", "list"}:
             # a struct or header against a list or structure expression: compare as its type
             a, b = (a, b) if a.kind == "agg" else (b, a)
@@ -616,3 +640,13 @@ def _has_side_effects(node):
             return True
     return any(_has_side_effects(value) for value in node.__dict__.values()
                if isinstance(value, list) or hasattr(value, "kind"))
+
+
+def _needs_type(node):
+    """Does this expression take its value from the type its context gives it (`...`, `{#}`, a
+    list holding one)? Only those are typed from the context, as they always are in p4c."""
+    if node.kind in ("dots", "invalid"):
+        return True
+    if node.kind in ("list", "struct_expr"):
+        return getattr(node, "dots", None) is not None or any(_needs_type(i) for i in node.items)
+    return False

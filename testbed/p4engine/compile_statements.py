@@ -324,6 +324,11 @@ class StatementsMixin:
             if rhs.kind == "list":
                 self.assign_list(lhs, rhs, ctx, loc)
                 return
+            if rhs.kind == "invalid" and rhs.type == lhs.type:    # `...` or {#} for a header (union)
+                slots = lhs.type.validity_slots(lhs.slot) if isinstance(lhs.type, T.UnionT) else [lhs.slot]
+                for slot in slots:
+                    em.line(f"S[{slot}] = 0")
+                return
             self.err(f"cannot assign {rhs.type} to {lhs.type}", loc)
         if lhs.kind != "lv":
             self.err("the left side of this assignment cannot be assigned to", loc)
@@ -342,11 +347,14 @@ class StatementsMixin:
         elif isinstance(t, T.ListT):
             fields = [(i, et) for i, et in enumerate(t.types)]
             offs = t.offsets()
+        elif isinstance(t, T.StackT):       # element by element; nextIndex stays (p4c, BMv2)
+            fields = [(i, t.elem) for i in range(t.size)]
+            offs = {i: 1 + i * t.elem.slots() for i in range(t.size)}
         else:
             self.err(f"cannot assign a list to {t}", loc)
         items = rhs.items
         if rhs.name is not None:            # a structure expression: fields by name
-            if isinstance(t, T.ListT) or sorted(rhs.name) != sorted(f for f, _ in fields):
+            if isinstance(t, (T.ListT, T.StackT)) or sorted(rhs.name) != sorted(f for f, _ in fields):
                 self.err(f"the structure expression's fields ({', '.join(rhs.name)}) are not "
                          f"those of {t}", loc)
             by_name = dict(zip(rhs.name, items))

@@ -13,6 +13,7 @@ The Compiler is assembled from one mixin per seam; each imports only the leaf mo
     compile_blocks       parser and control emission
     compile_statements   statements
     compile_expressions  expressions
+    default_values       default initializers (`...`) and `{#}`
     calls, extern_calls, invocations   calls of methods, externs, actions, functions, controls
 """
 import re
@@ -25,6 +26,7 @@ from .compile_expressions import ExpressionsMixin
 from .compile_statements import StatementsMixin
 from .compile_tables import TablesMixin
 from .compile_values import CORE_ERRORS, NUM_HIDDEN, Scope
+from .default_values import DefaultValuesMixin
 from .errors import Loc, P4Error
 from .extern_calls import ExternCallsMixin
 from .invocations import InvocationsMixin
@@ -32,7 +34,7 @@ from .program_info import Compiled
 
 
 class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, ExpressionsMixin, CallsMixin,
-               ExternCallsMixin, InvocationsMixin):
+               ExternCallsMixin, InvocationsMixin, DefaultValuesMixin):
     def __init__(self, decls, source_map, filename="<program>", limits=None):
         self.filename = filename
         self.limits = limits     # a target's extra limits (bmv2_limits), or None: the engine's own

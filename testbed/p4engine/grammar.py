@@ -176,7 +176,9 @@ args: [arg ("," arg)*]
         | TYPE_IDENT "(" args ")" -> ctor_call
         | spec_type "(" args ")" -> ctor_call
         | "{" list_items "}" -> list_expr
-        | SLBRACE named_item ("," named_item)* ","? "}" -> struct_expr
+        | SLBRACE named_item ("," named_item)* ["," DOTS] ","? "}" -> struct_expr
+        | DOTS -> dots             // a default initializer (P4_16 1.2.4)
+        | "{" "#" "}" -> invalid   // the invalid header or header union
         | "(" expr ")"
         | "this" -> this_ref
 
@@ -197,6 +199,7 @@ PLUS: "+"
 MINUS: "-"
 OPASSIGN: "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | "|+|=" | "|-|="
 MULOP: "*" | "/" | "%"
+DOTS: "..."
 LT: "<"
 GT: ">"
 %declare TLT TYPE_IDENT SHR_GT NEWTYPE SLBRACE FREE_BODY

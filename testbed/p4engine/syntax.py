@@ -1006,16 +1006,29 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def list_expr(self, meta, ch):
+        for item in ch[0][:-1]:
+            if item.kind == "dots":         # p4c's ValidateParsedProgram
+                raise P4Error("... must be the last element", item.loc)
         return Node("list", self._loc(meta), items=ch[0])
 
     @v_args(meta=True)
     def struct_expr(self, meta, ch):
-        ch = [c for c in ch if not _tok(c)]
+        dots = next((self._tloc(c) for c in ch if _tok(c) and c.type == "DOTS"), None)
+        ch = [c for c in ch if c is not None and not _tok(c)]
         names = [name for name, _, _ in ch]
         for i, (name, _, loc) in enumerate(ch):
             if name in names[:i]:
                 raise P4Error(f"field '{name}' is given twice in this structure expression", loc)
-        return Node("struct_expr", self._loc(meta), names=names, items=[value for _, value, _ in ch])
+        return Node("struct_expr", self._loc(meta), names=names, items=[value for _, value, _ in ch],
+                    dots=dots)
+
+    @v_args(meta=True)
+    def dots(self, meta, ch):
+        return Node("dots", self._loc(meta))
+
+    @v_args(meta=True)
+    def invalid(self, meta, ch):
+        return Node("invalid", self._loc(meta))
 
     @v_args(meta=True)
     def named_item(self, meta, ch):
