@@ -27,6 +27,10 @@ backends/bmv2 (1.2.5):
                     backends/common/metermap.cpp, simple_switch/simpleSwitch.cpp)
   shared-selector   tables sharing an action_selector give it the same selector keys, in the
                     same order (BMv2 hashes them in the selector; common/sharedActionSelectorCheck.h)
+  deprecated-externs  v1model's deprecated mark_to_drop(), clone3, resubmit(data) and
+                    recirculate(data), which the engine runs as older BMv2 did: p4c-bm2-ss has no
+                    conversion for them (simple_switch/simpleSwitch.cpp converts only the
+                    standard_metadata / _preserving_field_list forms)
 
 The engine enforces some BMv2 limits on every target, because it follows BMv2's packet
 layout: headers a whole number of bytes, one varbit per header, clone I2E only in ingress
@@ -89,6 +93,18 @@ class Bmv2Limits:
             self._breach("action-params", param.loc,
                          f"action parameter '{param.name}': action parameters must be bit<> or int<> "
                          f"on this target, not bool (use bit<1>)")
+
+    def deprecated_extern(self, call, name):
+        """A call of one of v1model's deprecated extern functions."""
+        if name == "mark_to_drop":
+            self._breach("deprecated-externs", call.loc,
+                         "mark_to_drop(): expected 1 argument on this target; "
+                         "use mark_to_drop(standard_metadata)")
+            return
+        fresh = "clone_preserving_field_list" if name == "clone3" else f"{name}_preserving_field_list"
+        self._breach("deprecated-externs", call.loc,
+                     f"{name}: unknown extern function on this target; use {fresh} "
+                     f"with a @field_list index")
 
     def table(self, decl):
         lpm = [k for p in decl.props if p.kind == "tp_key" for k in p.keys if k.match_kind == "lpm"]

@@ -1,5 +1,7 @@
 """Declarations: types, constants, headers and structs, the V1Switch package and its blocks,
 local declarations, extern instances, sub-block instances and actions (a Compiler mixin)."""
+import re
+
 from . import p4types as T
 from .codegen import Emitter
 from .compile_values import agg, const_text, Ctx, lit, lv, Scope, Sym, Val, wrap
@@ -10,6 +12,14 @@ from .syntax import Node
 
 V1MODEL_VERSION_CONST = "__v1model_version"
 V1MODEL_VERSIONS = (20180101, 20200408)     # the first and the latest v1model p4c knows
+_LATE_SM = "__late_sm_"
+
+
+class _LateSmSlots(dict):
+    """standard_metadata slots before the package places it: a placeholder per field."""
+
+    def __missing__(self, field):
+        return f"{_LATE_SM}{field}__"
 
 
 def _parameters(node):
@@ -49,6 +59,19 @@ class DeclarationsMixin:
         self.slot_names.extend([name] * n)
         self._init_slots(typ, base)
         return base
+
+    def sm_slots(self):
+        """standard_metadata's slots by field name. A top-level action is compiled where it is
+        declared, before V1Switch places standard_metadata; what it uses implicitly there
+        (mark_to_drop(), counter.count's packet_length) gets a placeholder that
+        place_late_sm_slots turns into the slot."""
+        return self.out.sm or _LateSmSlots()
+
+    def place_late_sm_slots(self):
+        lines = self.em.lines
+        for i, line in enumerate(lines):
+            if _LATE_SM in line:
+                lines[i] = re.sub(rf"{_LATE_SM}(\w+)__", lambda m: str(self.out.sm[m.group(1)]), line)
 
     def _init_slots(self, typ, base):
         if isinstance(typ, T.BoolT):
@@ -437,6 +460,7 @@ class DeclarationsMixin:
         self.out.meta_region = (mbase, mtype.slots())
         self.out.sm_region = (smbase, smtype.slots())
         self.out.sm = {n: smbase + off for n, off in smtype.offsets().items()}
+        self.place_late_sm_slots()
         self.htype, self.mtype = htype, mtype
         self.field_lists_from_meta(mtype, mbase)
         regions = {"H": agg(hbase, htype), "M": agg(mbase, mtype), "SM": agg(smbase, smtype)}

@@ -13,7 +13,7 @@ def call_extern_method(self, info, name, n, ctx):
     em = ctx.em
     kind = info.type_name
     x = info.pyname
-    sm = self.out.sm
+    sm = self.sm_slots()
     if ctx.where == "parser":
         self.err(f"{kind}.{name} cannot be used in a parser by BMv2 (and this engine)", n.loc)
     if kind == "register" and name == "read":
@@ -90,7 +90,7 @@ def _sm_arg(self, node, ctx, what):
 
 def call_extern_func(self, fname, n, ctx):
     em = ctx.em
-    sm = self.out.sm
+    sm = self.sm_slots()
     role = ctx.block_role
     if fname == "static_assert":
         c = self.expr(n.args[0], ctx) if n.args else None
@@ -119,6 +119,8 @@ def call_extern_func(self, fname, n, ctx):
             target = _sm_arg(self, n.args[0], ctx, "mark_to_drop")
         elif n.args:
             self.err("mark_to_drop takes standard_metadata", n.loc)
+        elif self.limits is not None:
+            self.limits.deprecated_extern(n, fname)
         em.line(f"S[{target['egress_spec']}] = 511")
         em.line(f"S[{target['mcast_grp']}] = 0")
         return None
@@ -168,6 +170,8 @@ def call_extern_func(self, fname, n, ctx):
             self.err(f"{fname} can only be called in ingress or egress", n.loc)
         want = {"clone": 2, "clone3": 3, "clone_preserving_field_list": 3}[fname]
         need_args(self, n, want, fname)
+        if fname == "clone3" and self.limits is not None:
+            self.limits.deprecated_extern(n, fname)
         kind = _enum_member(self, n.args[0], ctx, "CloneType", f"{fname}'s type")
         if role is not None and (kind == "I2E") != (role == "ingress"):
             self.err(f"clone type {kind} cannot be used in the {role} control "
@@ -190,6 +194,8 @@ def call_extern_func(self, fname, n, ctx):
         if fname.endswith("field_list"):
             fl = self.const_int_val(n.args[0], ctx)
         else:
+            if self.limits is not None:
+                self.limits.deprecated_extern(n, fname)
             fl = self.anonymous_field_list(self.field_list_slots(self.expr(n.args[0], ctx), n.args[0].loc))
         em.line(f"S[{H_RESUB if resub else H_RECIRC}] = {fl!r}")
         return None

@@ -1,0 +1,78 @@
+"""What public v1model programs the engine had never seen showed: each case is the construct
+reduced to a small program, checked against what p4c-bm2-ss and simple_switch do with it
+(frames out and their ports, P4Info, or where the refusal points)."""
+import pytest
+
+from testbed.p4engine import P4Error, compile_source
+
+HEAD = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+struct H { h_t h; }
+struct M { bit<8> x; }
+"""
+BLOCKS = """
+parser P(packet_in pkt, out H hdr, inout M meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control V(inout H hdr, inout M meta) { apply { } }
+control I(inout H hdr, inout M meta, inout standard_metadata_t sm) {
+%s
+}
+control E(inout H hdr, inout M meta, inout standard_metadata_t sm) { apply { } }
+control C(inout H hdr, inout M meta) { apply { } }
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def program(top, ingress):
+    return HEAD + top + BLOCKS % ingress
+
+
+def located(text, target=None):
+    with pytest.raises(P4Error) as err:
+        compile_source(text, "prog.p4", target=target)
+    return [(line, col, msg) for _, line, col, msg in err.value.diagnostics]
+
+
+# ---------------------------------------------------------------- top-level actions
+TOP_LEVEL_ACTIONS = program("""
+counter(4, CounterType.packets_and_bytes) seen;
+action drop_it() { mark_to_drop(); }
+action count_it() { seen.count(2); }
+""", """    apply {
+        sm.egress_spec = 3;
+        count_it();
+        if (hdr.h.a == 1) { drop_it(); }
+    }""")
+
+
+def test_a_top_level_action_may_drop_and_count_with_standard_metadata_it_does_not_name():
+    # p4pktgen's examples and older tutorials: `action my_drop() { mark_to_drop(); }` outside any
+    # control. The engine compiled it before V1Switch placed standard_metadata (KeyError).
+    prog = compile_source(TOP_LEVEL_ACTIONS, "prog.p4")
+    pipe = prog.new_pipeline()
+    assert pipe.process(0, bytes([1, 7, 9])) == []
+    assert pipe.process(0, bytes([2, 7, 9])) == [(3, bytes([2, 7, 9]))]
+    assert pipe.counters["seen"].read(2) == (2, 6)
+
+
+def test_the_deprecated_forms_p4c_bm2_ss_cannot_convert_are_refused_for_bmv2_where_they_are_called():
+    errors = located(TOP_LEVEL_ACTIONS, target="bmv2")
+    line = TOP_LEVEL_ACTIONS.splitlines().index("action drop_it() { mark_to_drop(); }") + 1
+    assert errors == [(line, 20, "[bmv2 deprecated-externs] mark_to_drop(): expected 1 argument on this "
+                                 "target; use mark_to_drop(standard_metadata)")]
+    text = program("", """    apply {
+        resubmit({meta.x});
+        clone3(CloneType.I2E, 5, {meta.x});
+    }""")
+    compile_source(text, "prog.p4")
+    lines = text.splitlines()
+    assert located(text, target="bmv2") == [
+        (lines.index("        resubmit({meta.x});") + 1, 9,
+         "[bmv2 deprecated-externs] resubmit: unknown extern function on this target; use "
+         "resubmit_preserving_field_list with a @field_list index"),
+        (lines.index("        clone3(CloneType.I2E, 5, {meta.x});") + 1, 9,
+         "[bmv2 deprecated-externs] clone3: unknown extern function on this target; use "
+         "clone_preserving_field_list with a @field_list index")]
