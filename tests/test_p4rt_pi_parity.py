@@ -333,3 +333,102 @@ def test_packet_replication_engine_ids_and_reads(dev):
     assert group.packet_replication_engine_entry.multicast_group_entry.multicast_group_id == 32767
     (session,) = _read(dev, "packet_replication_engine_entry {{ clone_session_entry {{ }} }}")
     assert session.packet_replication_engine_entry.clone_session_entry.session_id == 5
+
+
+class _Messages:
+    """The fixture's primary StreamChannel, its messages collected by a thread."""
+
+    def __init__(self, stream):
+        import queue
+        import threading
+        self.stream, self.queue = stream, queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        try:
+            for message in self.stream.responses:
+                self.queue.put(message)
+        except grpc.RpcError:
+            pass
+
+    def next_digest(self):
+        while True:
+            message = self.queue.get(timeout=20)
+            if message.WhichOneof("update") == "digest":
+                return message.digest
+
+
+def _learn_frame(src):
+    return bytes.fromhex("0a0000000001") + src.to_bytes(6, "big") + b"\x88\xb5" + bytes(50)
+
+
+def test_digest_lists_are_deduplicated_until_acked_and_batched(dev):
+    """The spec's digest cache, as PI's digest manager keeps it: with ack_timeout_ns a digest
+    already sent and not acknowledged is not sent again (every packet made a list); an ack lets
+    it through again; max_list_size digests go in one list (with max_timeout_ns as the bound);
+    list ids count from 1. A read of a digest not configured is NOT_FOUND, as PI answers."""
+    assert _read_code(dev, "digest_entry {{ digest_id: {learn_t} }}") == "NOT_FOUND"
+    assert _code(dev, "INSERT", "table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x0a\\x00\\x00\\x00\\x00\\x01' }} }} "
+                                "action {{ action {{ action_id: {learn} }} }} }}") == "OK"
+    hour = 3600 * 10**9
+    assert _code(dev, "INSERT", "digest_entry {{ digest_id: {learn_t} config {{ ack_timeout_ns: %d }} }}" % hour) == "OK"
+    messages = _Messages(dev["streams"][0])
+    port = dev["ports"][1].peer
+
+    def sources(digest):
+        return [int.from_bytes(d.struct.members[0].bitstring, "big") for d in digest.data]
+    for src in (0xA, 0xA, 0xB):          # the second 0xA is still unacknowledged: dropped
+        port.send(_learn_frame(src))
+    first, second = messages.next_digest(), messages.next_digest()
+    assert [(first.list_id, sources(first)), (second.list_id, sources(second))] == [(1, [0xA]), (2, [0xB])]
+    ack = p4runtime_pb2.StreamMessageRequest()
+    ack.digest_ack.digest_id, ack.digest_ack.list_id = dev["ids"]["learn_t"], 1
+    dev["streams"][0].requests.put(ack)
+    lists = dev["server"].state.digest_lists
+    import time
+    end = time.monotonic() + 20
+    while 0xA in {v[0] for d in lists._digests.values() for v in d.cached} and time.monotonic() < end:
+        time.sleep(0.01)                # (waits for the stream's reader to take the ack)
+    port.send(_learn_frame(0xA))        # acked: sent again
+    third = messages.next_digest()
+    assert (third.list_id, sources(third)) == (3, [0xA])
+    # two digests a list; the hour-long max_timeout_ns never comes into it
+    assert _code(dev, "MODIFY", "digest_entry {{ digest_id: {learn_t} config {{ max_list_size: 2 "
+                                "max_timeout_ns: %d ack_timeout_ns: %d }} }}" % (hour, hour)) == "OK"
+    for src in (0xC, 0xB, 0xD):         # 0xB: still cached from list 2
+        port.send(_learn_frame(src))
+    fourth = messages.next_digest()
+    assert (fourth.list_id, sources(fourth)) == (4, [0xC, 0xD])
+    (entry,) = _read(dev, "digest_entry {{ digest_id: {learn_t} }}")
+    assert entry.digest_entry.config.max_list_size == 2
+
+
+def test_digest_timeouts_on_a_clock_the_test_sets():
+    """max_timeout_ns bounds how long a buffer waits; ack_timeout_ns how long a sent digest is
+    held back without an ack (DigestLists on a set clock, swept by the test)."""
+    from p4.v1 import p4runtime_pb2 as pb
+    from testbed.p4rt.digests import DigestLists
+    now = [0]
+    sent = []
+    lists = DigestLists(lambda digest_id, list_id, values: sent.append((list_id, values)), clock_ns=lambda: now[0])
+    try:
+        lists.configure(7, pb.DigestEntry.Config(max_timeout_ns=5, max_list_size=10, ack_timeout_ns=100))
+        lists.learn(7, (1,))
+        now[0] = 3
+        lists.learn(7, (2,))
+        assert lists.sweep(4) == 5 and sent == []           # waits for the first digest's 5 ns
+        lists.sweep(5)
+        assert sent == [(1, [(1,), (2,)])]
+        now[0] = 50
+        lists.learn(7, (1,))                                 # not acked, 45 ns after it was sent
+        assert lists.sweep(104) == 105 and sent == [(1, [(1,), (2,)])]
+        lists.sweep(105)                                     # list 1 expires from the cache
+        now[0] = 106
+        lists.learn(7, (1,))
+        lists.sweep(111)
+        assert sent[-1] == (2, [(1,)])
+        lists.configure(7, None)                             # DELETE: nothing more is sent
+        lists.learn(7, (3,))
+        assert lists.sweep(10**6) is None and len(sent) == 2
+    finally:
+        lists.close()

@@ -95,6 +95,7 @@ class DeviceState:
         self.digest_configs = {}       # digest id -> DigestEntry
         self.default_metadata = {}     # table id -> (controller_metadata, metadata) of its default entry
         self.group_max_sizes = {}      # (action profile id, group id) -> max_size given at INSERT
+        self.digest_lists = None       # digests.DigestLists the server builds DigestList messages with
 
 
 MAX_INSTANCE = 0xFFFF     # v1model's egress_rid is bit<16>: the largest replica instance
@@ -539,6 +540,8 @@ class EntityHandler:
             copy = p4runtime_pb2.DigestEntry()
             copy.CopyFrom(d)
             store[d.digest_id] = copy
+        if self.state.digest_lists is not None:
+            self.state.digest_lists.configure(d.digest_id, None if op == DELETE else store[d.digest_id].config)
 
     # == Read =================================================================
     def read(self, entity):
@@ -780,7 +783,9 @@ class EntityHandler:
 
     def _read_digest_entry(self, d):
         if d.digest_id:
-            self.index.digest(d.digest_id)
+            info = self.index.digest(d.digest_id)
+            if d.digest_id not in self.state.digest_configs:
+                raise not_found(f"digest {info.preamble.name} is not configured")     # as PI
         for id_, message in sorted(self.state.digest_configs.items()):
             if not d.digest_id or id_ == d.digest_id:
                 yield self._wrap("digest_entry", message)

@@ -30,6 +30,7 @@ import grpc
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from testbed.p4rt import idle_timeout
+from testbed.p4rt.digests import DigestLists
 from testbed.p4rt.entities import DeviceState, EntityHandler, digest_data
 from testbed.p4rt.errors import (GRPC_CODES, P4RuntimeError, abort_with_status, invalid, not_found,
                                  write_batch_status)
@@ -152,7 +153,6 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.state = DeviceState()
         self._controllers = []
         self._arb_lock = threading.Lock()
-        self._digest_list_ids = itertools.count(1)
         self._server = None
         switch.packet_in_handler = self._on_packet_in
 
@@ -179,6 +179,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             self.switch.idle_sweep = None
         self._stopping = True
         self._sweep_wanted.set()
+        if self.state.digest_lists is not None:
+            self.state.digest_lists.close()
         with self._arb_lock:
             for ctl in self._controllers:
                 ctl.close()
@@ -202,7 +204,10 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def _install(self, prepared):
         prepared.pipeline.digest_callback = self._on_digest
         with self.switch.lock:
+            if self.state.digest_lists is not None:
+                self.state.digest_lists.close()
             self.state = DeviceState()
+            self.state.digest_lists = DigestLists(self._send_digest_list)
             self.installed = prepared
             self.switch.set_pipeline(prepared.pipeline)
             # only a pipeline with ageing tables costs the switch's loop a sweep
@@ -356,7 +361,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 elif kind == "packet":
                     self._packet_out(ctl, request.packet)
                 elif kind == "digest_ack":
-                    pass   # lists are not retransmitted, so acks need no bookkeeping
+                    self._digest_ack(ctl, request.digest_ack)
                 else:
                     self._stream_error(ctl, code_pb2.UNIMPLEMENTED, f"stream message {kind} is not supported")
         except grpc.RpcError:
@@ -478,19 +483,32 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self._to_primaries(response)
 
     def _on_digest(self, name, values):
-        installed = self.installed
-        if installed is None:
+        """A digest from the data path: to the digest's buffer (testbed/p4rt/digests.py)."""
+        installed, lists = self.installed, self.state.digest_lists
+        if installed is None or lists is None:
             return
         info = installed.index.digest_by_name.get(name)
-        if info is None or info.preamble.id not in self.state.digest_configs:
-            return   # the spec sends digests only once the controller configured them
+        if info is not None:      # (configured or not: DigestLists drops it if not)
+            lists.learn(info.preamble.id, tuple(values) if isinstance(values, list) else values)
+
+    def _send_digest_list(self, digest_id, list_id, values):
+        installed = self.installed
+        info = installed.index.digests.get(digest_id) if installed is not None else None
+        if info is None:
+            return
         response = p4runtime_pb2.StreamMessageResponse()
         digest = response.digest
-        digest.digest_id = info.preamble.id
-        digest.list_id = next(self._digest_list_ids)
-        digest.timestamp = time.time_ns()
-        digest.data.append(digest_data(installed.index, info, values))
+        digest.digest_id, digest.list_id, digest.timestamp = digest_id, list_id, time.time_ns()
+        for value in values:
+            digest.data.append(digest_data(installed.index, info, value))
         self._to_primaries(response)
+
+    def _digest_ack(self, ctl, ack):
+        with self._arb_lock:
+            primary = self._primary(ctl.role)
+        lists = self.state.digest_lists
+        if primary is ctl and lists is not None:    # as PI: a backup's acks are ignored
+            lists.ack(ack.digest_id, ack.list_id)
 
     def sweep_idle_entries(self):
         """One idle-timeout sweep at the switch's current time: the entries idle for their TTL
