@@ -101,7 +101,7 @@ def _shutdown(dev):
 
 @pytest.fixture
 def dev(program):
-    d = _boot(program)
+    d = _boot(program, compiler=lambda config: compile_source(config.decode(), "parity.p4"))
     primary = Stream(d["addr"])
     d["streams"].append(primary)
     assert primary.arbitrate(ELECTION).arbitration.status.code == code_pb2.OK
@@ -432,3 +432,73 @@ def test_digest_timeouts_on_a_clock_the_test_sets():
         assert lists.sweep(10**6) is None and len(sent) == 2
     finally:
         lists.close()
+
+
+def _set_pipeline(dev, action, source, cookie=None):
+    Request = p4runtime_pb2.SetForwardingPipelineConfigRequest
+    request = Request(device_id=1, action=getattr(Request, action))
+    request.election_id.high, request.election_id.low = ELECTION
+    request.config.p4info.CopyFrom(compile_source(source, "parity.p4").p4info)
+    request.config.p4_device_config = source.encode()
+    if cookie is not None:
+        request.config.cookie.cookie = cookie
+    try:
+        dev["stub"].SetForwardingPipelineConfig(request, timeout=60)
+        return "OK"
+    except grpc.RpcError as err:
+        return err.code().name
+
+
+def _get_pipeline(dev, response_type):
+    Get = p4runtime_pb2.GetForwardingPipelineConfigRequest
+    return dev["stub"].GetForwardingPipelineConfig(Get(device_id=1, response_type=response_type), timeout=20).config
+
+
+def test_reconcile_and_commit_keeps_the_forwarding_state(dev):
+    """RECONCILE_AND_COMMIT carries the entries, members, groups, meter configs and PRE entries
+    over to the new pipeline (as PI does, and the spec asks; it dropped them like a plain commit);
+    if they do not fit the new program it is refused (UNKNOWN, as PI) and nothing changes."""
+    writes = [FWD_ENTRY,
+              "action_profile_member {{ action_profile_id: {sel} member_id: 1 action {{ action_id: {fwd} "
+              "params {{ param_id: 1 value: '\\x02' }} }} }}",
+              "action_profile_group {{ action_profile_id: {sel} group_id: 1 members {{ member_id: 1 weight: 1 }} }}",
+              "table_entry {{ table_id: {sel_t} match {{ field_id: 1 exact {{ value: '\\x0a\\x00\\x00\\x01' }} }} "
+              "action {{ action_profile_group_id: 1 }} }}",
+              "packet_replication_engine_entry {{ multicast_group_entry {{ multicast_group_id: 3 "
+              "replicas {{ egress_port: 1 instance: 1 }} }} }}",
+              "digest_entry {{ digest_id: {learn_t} config {{ max_list_size: 1 }} }}"]
+    for text in writes:
+        assert _code(dev, "INSERT", text) == "OK", text
+    assert _code(dev, "MODIFY", "meter_entry {{ meter_id: {mtr} index {{ index: 2 }} config {{ cir: 5 cburst: 1 "
+                                "pir: 6 pburst: 1 }} }}") == "OK"
+    before = sorted(e.SerializeToString(deterministic=True) for e in _state(dev))
+    # a program where exact_t has no learn action: the state does not fit
+    assert _code(dev, "INSERT", "table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x05' }} }} "
+                                "action {{ action {{ action_id: {learn} }} }} }}") == "OK"
+    narrower = PROGRAM.replace("actions = { fwd; drop; learn; @tableonly NoAction; }",
+                               "actions = { fwd; drop; @tableonly NoAction; }")
+    running = dev["server"].installed
+    assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", narrower) == "UNKNOWN"
+    assert dev["server"].installed is running
+    assert _code(dev, "DELETE", "table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x05' }} }} }}") == "OK"
+    assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", PROGRAM, cookie=0) == "OK"
+    assert dev["server"].installed is not running
+    assert sorted(e.SerializeToString(deterministic=True) for e in _state(dev)) == before
+    # the cookie is returned as it was given, 0 included (PI: has_cookie)
+    Get = p4runtime_pb2.GetForwardingPipelineConfigRequest
+    config = _get_pipeline(dev, Get.COOKIE_ONLY)
+    assert config.HasField("cookie") and config.cookie.cookie == 0 and not config.HasField("p4info")
+    with pytest.raises(grpc.RpcError) as err:
+        _get_pipeline(dev, 9)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # a plain commit starts from nothing
+    assert _set_pipeline(dev, "VERIFY_AND_COMMIT", PROGRAM) == "OK"
+    assert _read(dev, "table_entry {{ }}") == []
+    assert not _get_pipeline(dev, Get.ALL).HasField("cookie")
+
+
+def _state(dev):
+    queries = ["table_entry {{ }}", "action_profile_member {{ }}", "action_profile_group {{ }}",
+               "meter_entry {{ meter_id: {mtr} index {{ index: 2 }} }}", "digest_entry {{ }}",
+               "packet_replication_engine_entry {{ multicast_group_entry {{ }} }}"]
+    return [e for q in queries for e in _read(dev, q)]

@@ -188,7 +188,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._server.stop(grace).wait(grace + 1)
             self._server = None
 
-    def load_program(self, program, p4info=None, device_config=b"", cookie=0):
+    def load_program(self, program, p4info=None, device_config=b"", cookie=None):
         """Install `program` (an engine Program), as SetForwardingPipelineConfig would."""
         self._install(self._prepare(program, p4info or program.p4info, device_config, cookie))
 
@@ -201,13 +201,17 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         _check_p4info_matches(index, pipeline)
         return Pipeline_(program, pipeline, index, device_config, cookie)
 
-    def _install(self, prepared):
+    def _install(self, prepared, state=None):
+        """Switch to `prepared` with `state` (a DeviceState already written into it, or a new one)."""
         prepared.pipeline.digest_callback = self._on_digest
+        state = state or DeviceState()
+        state.digest_lists = DigestLists(self._send_digest_list)
+        for digest_id, entry in state.digest_configs.items():
+            state.digest_lists.configure(digest_id, entry.config)
         with self.switch.lock:
             if self.state.digest_lists is not None:
                 self.state.digest_lists.close()
-            self.state = DeviceState()
-            self.state.digest_lists = DigestLists(self._send_digest_list)
+            self.state = state
             self.installed = prepared
             self.switch.set_pipeline(prepared.pipeline)
             # only a pipeline with ageing tables costs the switch's loop a sweep
@@ -231,11 +235,12 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 raise invalid("config.p4info is empty")
             program = self.compiler(config.p4_device_config)
             prepared = self._prepare(program, config.p4info, config.p4_device_config,
-                                     config.cookie.cookie if config.HasField("cookie") else 0)
+                                     config.cookie.cookie if config.HasField("cookie") else None)
             if action == Request.VERIFY_AND_SAVE:
                 self.saved = prepared
+            elif action == Request.RECONCILE_AND_COMMIT:
+                self._install(prepared, self._reconciled_state(prepared))
             elif action != Request.VERIFY:
-                # RECONCILE_AND_COMMIT is honoured as a plain commit: state is not carried over.
                 self._install(prepared)
         elif action == Request.COMMIT:
             if request.HasField("config"):
@@ -248,6 +253,41 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise invalid(f"unsupported SetForwardingPipelineConfig action {action}")
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()
 
+    def _reconciled_state(self, prepared):
+        """RECONCILE_AND_COMMIT (spec; PI does it so too): the forwarding state read from the
+        running pipeline is written into the new one before it takes over. If any of it does
+        not fit the new program, UNKNOWN (as PI answers) and the running pipeline is untouched."""
+        installed = self._require_pipeline()
+        old = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock,
+                            ports=self._port_numbers(), now_us=getattr(self.switch, "now_us", None))
+        state = DeviceState()
+        new = EntityHandler(prepared.index, prepared.pipeline, state, threading.Lock(),
+                            ports=self._port_numbers(), now_us=getattr(self.switch, "now_us", None))
+        reads = [("INSERT", "action_profile_member", ""), ("INSERT", "action_profile_group", ""),
+                 ("INSERT", "table_entry", "counter_data meter_config"), ("MODIFY", "meter_entry", ""),
+                 ("MODIFY", "counter_entry", ""), ("MODIFY", "register_entry", ""),
+                 ("INSERT", "multicast_group_entry", "pre"), ("INSERT", "clone_session_entry", "pre"),
+                 ("INSERT", "digest_entry", "")]
+        Update = p4runtime_pb2.Update
+        for op, kind, extra in reads:
+            query = p4runtime_pb2.Entity()
+            if extra == "pre":
+                getattr(query.packet_replication_engine_entry, kind).SetInParent()
+            else:
+                getattr(query, kind).SetInParent()
+                for field in extra.split():
+                    getattr(query.table_entry, field).SetInParent()
+            for entity in old.read(query):
+                if kind == "table_entry" and prepared.index.tables.get(entity.table_entry.table_id) is not None \
+                        and prepared.index.tables[entity.table_entry.table_id].is_const:
+                    continue          # the new program brings its own const entries
+                try:
+                    new.write(Update(type=getattr(Update, op), entity=entity))
+                except P4RuntimeError as exc:
+                    raise P4RuntimeError(code_pb2.UNKNOWN, "RECONCILE_AND_COMMIT: the forwarding state does "
+                                         f"not fit the new config ({exc.message}); nothing was changed") from None
+        return state
+
     def GetForwardingPipelineConfig(self, request, context):
         return self._guard(context, self._get_pipeline, request)
 
@@ -258,11 +298,14 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         config = response.config
         kind = request.response_type
         Get = p4runtime_pb2.GetForwardingPipelineConfigRequest
+        if kind not in Get.ResponseType.values():
+            raise invalid(f"response_type {kind} is not one of ALL, COOKIE_ONLY, P4INFO_AND_COOKIE, "
+                          "DEVICE_CONFIG_AND_COOKIE")
         if kind in (Get.ALL, Get.P4INFO_AND_COOKIE):
             config.p4info.CopyFrom(installed.index.p4info)
         if kind in (Get.ALL, Get.DEVICE_CONFIG_AND_COOKIE):
             config.p4_device_config = installed.device_config
-        if installed.cookie:
+        if installed.cookie is not None:     # as it was given (0 included), or unset (spec, PI)
             config.cookie.cookie = installed.cookie
         return response
 
