@@ -502,3 +502,35 @@ def _state(dev):
                "meter_entry {{ meter_id: {mtr} index {{ index: 2 }} }}", "digest_entry {{ }}",
                "packet_replication_engine_entry {{ multicast_group_entry {{ }} }}"]
     return [e for q in queries for e in _read(dev, q)]
+
+
+def test_writes_without_election_id_while_no_controller_is_connected(program):
+    """simple_switch_grpc (PI) accepts Write and SetForwardingPipelineConfig without election_id
+    while no controller has a StreamChannel open (grpc_cli, scripts); with an election_id, or once
+    a controller has arbitrated, only the primary may write."""
+    dev = _boot(program, compiler=lambda config: compile_source(config.decode(), "parity.p4"))
+    dev["ids"] = _ids(program.p4info)
+    try:
+        stub = dev["stub"]
+        bare = p4runtime_pb2.WriteRequest(device_id=1, updates=[_update("INSERT", FWD_ENTRY, **dev["ids"])])
+        stub.Write(bare, timeout=20)
+        assert len(_read(dev, "table_entry {{ table_id: {exact_t} }}")) == 1
+        Request = p4runtime_pb2.SetForwardingPipelineConfigRequest
+        request = Request(device_id=1, action=Request.VERIFY_AND_COMMIT)
+        request.config.p4info.CopyFrom(program.p4info)
+        request.config.p4_device_config = PROGRAM.encode()
+        stub.SetForwardingPipelineConfig(request, timeout=60)
+        assert _read(dev, "table_entry {{ table_id: {exact_t} }}") == []
+        with_id = p4runtime_pb2.WriteRequest(device_id=1, updates=bare.updates)
+        with_id.election_id.low = 1
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Write(with_id, timeout=20)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        controller = Stream(dev["addr"])
+        dev["streams"].append(controller)
+        assert controller.arbitrate((0, 2)).arbitration.status.code == code_pb2.OK
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Write(bare, timeout=20)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        _shutdown(dev)

@@ -224,7 +224,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _set_pipeline(self, request):
         self._check_device(request.device_id)
-        self._check_primary(request.role, request.election_id)
+        self._check_primary(request)
         action = request.action
         if action in (Request.VERIFY, Request.VERIFY_AND_SAVE, Request.VERIFY_AND_COMMIT,
                       Request.RECONCILE_AND_COMMIT):
@@ -316,7 +316,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def Write(self, request, context):
         try:
             self._check_device(request.device_id)
-            self._check_primary(request.role, request.election_id)
+            self._check_primary(request)
             installed = self._require_pipeline()
             if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
                 raise P4RuntimeError(code_pb2.UNIMPLEMENTED, "only CONTINUE_ON_ERROR atomicity is supported")
@@ -605,8 +605,14 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise P4RuntimeError(code_pb2.NOT_FOUND, f"device id {device_id} is not this switch "
                                  f"(device id {self.device_id})")
 
-    def _check_primary(self, role, election_id):
+    def _check_primary(self, request):
+        """Write and SetForwardingPipelineConfig come from the primary of their role. As
+        simple_switch_grpc (PI) allows it for grpc_cli and scripts: while no controller has a
+        StreamChannel open, a request of the default role without election_id is let through."""
+        role, election_id = request.role, request.election_id
         with self._arb_lock:
+            if not self._controllers and not role and not request.HasField("election_id"):
+                return
             if role not in self._roles:
                 raise not_found(f"role {role!r} is unknown: no controller has arbitrated for it")
             primary = self._primary(role)
