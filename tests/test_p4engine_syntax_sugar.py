@@ -217,3 +217,33 @@ def test_a_tuple_takes_defaults_for_the_elements_a_list_leaves_out():
             hdr.eth.dst = (bit<48>)(tp[0] + (tp[1] ? 16w1 : 16w0) + (tp[2].isValid() ? 16w0x100 : 16w0));
         }""")
     assert run(src, frame()) == [(0, frame(dst=0, src=0x108, ethertype=0x0801))]
+
+
+# ------------------------------------------------------------------ structure expressions
+
+def test_a_digest_of_a_structure_expression_sends_the_fields_in_the_structs_order():
+    src = program("""
+        apply {
+            if (hdr.eth.type == 0x0800) { digest<pair_t>(1, {lo = 2, hi = 1}); }
+            else if (hdr.eth.type == 0x86dd) { digest<pair_t>(1, {lo = 3, ...}); }
+            else { digest<pair_t>(1, {4, 5}); }
+        }""", decls="struct pair_t { bit<16> hi; bit<16> lo; }")
+    pipe = compile_source(src).new_pipeline()
+    sent = []
+    pipe.digest_callback = lambda name, values: sent.append((name, values))
+    pipe.process(0, frame())        # one digest a packet, as BMv2 sends
+    pipe.process(0, frame(ethertype=0x86dd))
+    pipe.process(0, frame(ethertype=0x0806))
+    assert sent == [("pair_t", (1, 2)), ("pair_t", (0, 3)), ("pair_t", (4, 5))]
+
+
+def test_a_nested_structure_expression_keeps_its_field_names_when_a_later_item_has_effects():
+    src = program("""
+        bit<8> bump(inout bit<8> v) { v = v + 1; return v; }
+        apply {
+            bit<8> k = 5;
+            outer_t o = {p = {lo = 1, hi = 2}, c = bump(k)};
+            hdr.eth.type = o.p.hi ++ o.p.lo;
+            hdr.eth.src = (bit<48>)(o.c ++ k);
+        }""", decls="struct pair_t { bit<8> hi; bit<8> lo; } struct outer_t { pair_t p; bit<8> c; }")
+    assert run(src, frame()) == [(0, frame(src=0x0606, ethertype=0x0201))]

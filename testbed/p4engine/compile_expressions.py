@@ -522,13 +522,19 @@ class ExpressionsMixin:
     def snapshot_all(self, v, ctx):
         """snapshot() for lists and aggregates too (copied into fresh storage)."""
         if v.kind == "list":
-            return Val("list", v.type, items=[self.snapshot_all(i, ctx) for i in v.items])
+            return Val("list", v.type, items=[self.snapshot_all(i, ctx) for i in v.items], name=v.name)
         if v.kind == "agg" and isinstance(v.slot, int):
             n = v.type.slots()
             base = self.alloc(v.type, "snapshot")
             ctx.em.line(f"S[{base}:{base + n}] = S[{v.slot}:{v.slot + n}]")
             return agg(base, v.type)
         return self.snapshot(v, ctx)
+
+    def struct_temp(self, v, t, ctx, loc):
+        """List or structure expression `v` as a value of struct type `t`, in fresh storage."""
+        base = self.alloc(t, "struct")
+        self.assign_list(agg(base, t), v, ctx, loc)
+        return agg(base, t)
 
     def captured(self, ctx, fn, unreachable=False):
         """Run fn() (which translates an expression) and take back the statements it emitted

@@ -158,8 +158,12 @@ def call_extern_func(self, fname, n, ctx):
         if role not in ("ingress", None):
             self.err("digest can only be called in the ingress control (BMv2 learns at the end of ingress)",
                      n.loc)
-        data = self.expr(n.args[1], ctx)
         declared = self.resolve_type(n.targs[0]) if n.targs and n.targs[0].kind != "t_dontcare" else None
+        data = self.expr(n.args[1], ctx, declared)
+        if isinstance(declared, T.StructT) and data.kind == "list":
+            # a list or structure expression (fields named in any order, unsized literals, some
+            # left to `...`): the struct it stands for, as p4c casts it
+            data = self.struct_temp(data, declared, ctx, n.args[1].loc)
         info = self.digest_info(data, n, declared)
         fields = self.flatten(data, n.args[1].loc)
         vals = ", ".join(code for code, _, _ in fields)
