@@ -534,3 +534,17 @@ def test_writes_without_election_id_while_no_controller_is_connected(program):
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
         _shutdown(dev)
+
+
+def test_a_packet_out_before_arbitration_does_not_end_the_stream(dev):
+    """PI ignores stream messages that come before the MasterArbitrationUpdate and keeps the
+    stream (it was ended with FAILED_PRECONDITION); the packet is not sent, a StreamError says so,
+    and the stream can still arbitrate."""
+    stream = Stream(dev["addr"])
+    dev["streams"].append(stream)
+    early = p4runtime_pb2.StreamMessageRequest()
+    early.packet.payload = _learn_frame(0xA)
+    stream.requests.put(early)
+    error = next(stream.responses).error
+    assert error.canonical_code == code_pb2.FAILED_PRECONDITION and error.packet_out.packet_out.payload
+    assert stream.arbitrate((0, 9)).arbitration.status.code == code_pb2.OK      # now the primary

@@ -398,9 +398,11 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 if kind == "arbitration":
                     self._arbitrate(ctl, request.arbitration)
                 elif not ctl.arbitrated:
-                    ctl.close(code_pb2.FAILED_PRECONDITION,
-                              "the first StreamChannel message must be a MasterArbitrationUpdate")
-                    return
+                    # PI ignores what comes before the arbitration and keeps the stream; the
+                    # packet is not sent, and a StreamError says why
+                    if kind == "packet":
+                        self._stream_error(ctl, code_pb2.FAILED_PRECONDITION, "a packet-out before the "
+                                           "stream's MasterArbitrationUpdate is not sent", request.packet)
                 elif kind == "packet":
                     self._packet_out(ctl, request.packet)
                 elif kind == "digest_ack":
