@@ -548,3 +548,15 @@ def test_a_packet_out_before_arbitration_does_not_end_the_stream(dev):
     error = next(stream.responses).error
     assert error.canonical_code == code_pb2.FAILED_PRECONDITION and error.packet_out.packet_out.payload
     assert stream.arbitrate((0, 9)).arbitration.status.code == code_pb2.OK      # now the primary
+
+
+def test_direct_resource_reads_name_the_entry_by_its_key(dev):
+    """PI answers DirectCounterEntry / DirectMeterEntry reads with the entry's key (table id,
+    match, priority) as table_entry, not the whole TableEntry with its action."""
+    assert _code(dev, "INSERT", "table_entry {{ table_id: {dc_t} match {{ field_id: 1 exact {{ value: '\\x01' }} }} "
+                                "action {{ action {{ action_id: {fwd_dc} params {{ param_id: 1 value: '\\x02' }} }} }} "
+                                "counter_data {{ packet_count: 3 byte_count: 300 }} }}") == "OK"
+    (read,) = _read(dev, "direct_counter_entry {{ table_entry {{ table_id: {dc_t} }} }}")
+    entry = read.direct_counter_entry
+    assert not entry.table_entry.HasField("action") and entry.table_entry.match[0].exact.value == b"\x01"
+    assert (entry.data.packet_count, entry.data.byte_count) == (3, 300)

@@ -746,7 +746,7 @@ class EntityHandler:
     def _read_direct_counter_entry(self, d):
         for info, entry in self._direct_entries(d.table_entry, self.index.direct_counters):
             out = p4runtime_pb2.DirectCounterEntry()
-            out.table_entry.CopyFrom(self._entry_proto(info, entry))
+            _key_proto(out.table_entry, info, entry)
             packets, nbytes = getattr(entry, "counter", None) or (0, 0)
             out.data.packet_count, out.data.byte_count = packets, nbytes
             yield self._wrap("direct_counter_entry", out)
@@ -754,7 +754,7 @@ class EntityHandler:
     def _read_direct_meter_entry(self, d):
         for info, entry in self._direct_entries(d.table_entry, self.index.direct_meters):
             out = p4runtime_pb2.DirectMeterEntry()
-            out.table_entry.CopyFrom(self._entry_proto(info, entry))
+            _key_proto(out.table_entry, info, entry)
             config = getattr(entry, "meter_config", None)
             if config:
                 out.config.cir, out.config.cburst, out.config.pir, out.config.pburst = config[:4]
@@ -789,6 +789,13 @@ class EntityHandler:
         for id_, message in sorted(self.state.digest_configs.items()):
             if not d.digest_id or id_ == d.digest_id:
                 yield self._wrap("digest_entry", message)
+
+
+def _key_proto(out, info, entry):
+    """The table entry of a DirectCounterEntry / DirectMeterEntry read: its key only (table id,
+    match, priority), as PI answers; the action and the rest are the TableEntry's to read."""
+    out.table_id, out.priority = info.id, entry.priority or 0
+    add_matches(out.match, info.match_fields, entry.keys)
 
 
 def _checked_meter_config(what, c):
