@@ -560,3 +560,45 @@ def test_direct_resource_reads_name_the_entry_by_its_key(dev):
     entry = read.direct_counter_entry
     assert not entry.table_entry.HasField("action") and entry.table_entry.match[0].exact.value == b"\x01"
     assert (entry.data.packet_count, entry.data.byte_count) == (3, 300)
+
+
+def test_one_shot_action_selector_programming(dev):
+    """One-shot programming (spec; PI serves it, the engine answered UNIMPLEMENTED): an entry with
+    an action set gets a group of its own in the selector, reads give the set back, member/group
+    reads do not show the server's members; MODIFY and DELETE replace and remove the group;
+    mixing with members/groups in one selector is INVALID_ARGUMENT, as in PI."""
+    entry = ("table_entry {{{{ table_id: {{sel_t}} match {{{{ field_id: 1 exact {{{{ value: '\\x0a\\x00\\x00\\x01' }}}} }}}} "
+             "action {{{{ action_profile_action_set {{{{ {actions} }}}} }}}} }}}}")
+    one = ("action_profile_actions {{{{ action {{{{ action_id: {{fwd}} params {{{{ param_id: 1 value: '{port}' }}}} }}}} "
+           "weight: {weight} }}}}")
+    two_ports = one.format(port="\\x02", weight=2) + " " + one.format(port="\\x03", weight=1)
+    assert _code(dev, "INSERT", entry.format(actions=two_ports)) == "OK"
+    (read,) = _read(dev, "table_entry {{ table_id: {sel_t} }}")
+    got = read.table_entry.action.action_profile_action_set.action_profile_actions
+    assert [(a.action.params[0].value, a.weight) for a in got] == [(b"\x02", 2), (b"\x03", 1)]
+    assert _read(dev, "action_profile_member {{ }}") == [] and _read(dev, "action_profile_group {{ }}") == []
+    selector = dev["switch"].pipeline.action_profiles["I.sel"]
+    assert len(selector.groups()) == 1 and len(selector.members()) == 2
+    # the packet goes out by one of the set's ports
+    frame = bytes.fromhex("0a0000000001020000000001") + b"\x08\x00" + bytes.fromhex(
+        "45000014000000004000000000000000" "0a000001") + bytes(20)
+    dev["ports"][1].peer.send(frame)
+    assert len(dev["ports"][2].receive_all() + dev["ports"][3].receive_all()) == 1
+    assert _code(dev, "INSERT", "action_profile_member {{ action_profile_id: {sel} member_id: 1 "
+                                "action {{ action_id: {fwd} params {{ param_id: 1 value: '\\x02' }} }} }}") \
+        == "INVALID_ARGUMENT"
+    assert _code(dev, "MODIFY", entry.format(actions=one.format(port="\\x01", weight=1))) == "OK"
+    assert len(selector.groups()) == 1 and len(selector.members()) == 1       # the old group is gone
+    assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", PROGRAM) == "OK"         # carried over as a set
+    (read,) = _read(dev, "table_entry {{ table_id: {sel_t} }}")
+    assert [a.weight for a in read.table_entry.action.action_profile_action_set.action_profile_actions] == [1]
+    selector = dev["switch"].pipeline.action_profiles["I.sel"]
+    assert _code(dev, "MODIFY", entry.format(actions=one.format(port="\\x01", weight=0))) == "INVALID_ARGUMENT"
+    assert _code(dev, "MODIFY", entry.format(actions="")) == "UNIMPLEMENTED"
+    assert _code(dev, "DELETE", "table_entry {{ table_id: {sel_t} match {{ field_id: 1 exact {{ value: '\\x0a\\x00\\x00\\x01' }} }} }}") \
+        == "OK"
+    assert selector.groups() == {} and selector.members() == {}
+    # an empty selector takes either way again
+    assert _code(dev, "INSERT", "action_profile_member {{ action_profile_id: {sel} member_id: 1 "
+                                "action {{ action_id: {fwd} params {{ param_id: 1 value: '\\x02' }} }} }}") == "OK"
+    assert _code(dev, "INSERT", entry.format(actions=two_ports)) == "INVALID_ARGUMENT"

@@ -6,6 +6,7 @@
 
 Modules: p4info (id/name index, byte-string codec), entities (Write/Read of each
 entity kind against an engine Pipeline), errors (status codes), idle_timeout (which
-entries are idle for their TTL), digests (DigestList buffering, dedup cache and acks), server (gRPC service: arbitration, stream, pipeline
+entries are idle for their TTL), digests (DigestList buffering, dedup cache and acks), oneshot (the
+selector groups behind one-shot action sets), server (gRPC service: arbitration, stream, pipeline
 config, packet I/O, digests, idle-timeout notifications).
 """

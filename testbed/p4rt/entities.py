@@ -14,6 +14,7 @@ from p4.v1 import p4data_pb2, p4runtime_pb2
 
 from testbed.p4engine import tables as E
 from testbed.p4rt.errors import P4RuntimeError, from_table_error, invalid, not_found, unimplemented
+from testbed.p4rt.oneshot import OneShots, is_hidden
 from testbed.p4rt.p4info import decode_int, encode_int
 
 READ_CHUNK = 256            # entities produced per hold of the switch lock in a Read
@@ -96,6 +97,7 @@ class DeviceState:
         self.default_metadata = {}     # table id -> (controller_metadata, metadata) of its default entry
         self.group_max_sizes = {}      # (action profile id, group id) -> max_size given at INSERT
         self.digest_lists = None       # digests.DigestLists the server builds DigestList messages with
+        self.oneshots = OneShots()     # the hidden groups of entries programmed with action sets
 
 
 MAX_INSTANCE = 0xFFFF     # v1model's egress_rid is bit<16>: the largest replica instance
@@ -159,18 +161,34 @@ class EntityHandler:
             raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has const entries")
         keys = self._keys(info, te.match)
         priority = self._priority(info, te.priority)
+        key = (info.id, tuple(_key_form(k) for k in keys), priority)
         if op == DELETE:
             table.delete(keys, priority=priority)
+            self._drop_oneshot(key)
             return
         if not te.HasField("action"):
             raise invalid(f"table {info.name}: {OP_NAMES[op]} needs an action")
-        action = self._table_action(info, te.action)
+        oneshot = te.action.WhichOneof("type") == "action_profile_action_set"
+        calls = self._oneshot_calls(info, te.action.action_profile_action_set) if oneshot else None
+        action = None if oneshot else self._table_action(info, te.action)
         # direct resources are checked before the entry changes: a refused update changes nothing
         counter, meter = self._direct_resource_values(info, te)
-        if op == INSERT:
-            entry = table.insert(keys, action, priority=priority)
-        else:
-            entry = table.modify(keys, action, priority=priority)
+        if oneshot:
+            profile = self._profile(info.implementation_id)
+            group_id, member_ids = self.state.oneshots.create(profile, calls)
+            action = E.GroupRef(group_id)
+        try:
+            if op == INSERT:
+                entry = table.insert(keys, action, priority=priority)
+            else:
+                entry = table.modify(keys, action, priority=priority)
+        except Exception:
+            if oneshot:
+                self.state.oneshots.drop(profile, group_id, member_ids)
+            raise
+        self._drop_oneshot(key)            # the group a MODIFY replaced
+        if oneshot:
+            self.state.oneshots.adopt(key, info.implementation_id, group_id, member_ids, calls)
         if entry is not None:         # (the engine's tables return it; stand-ins may not)
             entry.controller_metadata, entry.metadata = te.controller_metadata, te.metadata
             if info.supports_idle_timeout:
@@ -181,6 +199,45 @@ class EntityHandler:
             self._set_entry(table, info, keys, priority, "counter", counter)
         if meter is not None:
             self._set_entry(table, info, keys, priority, "meter_config", meter)
+
+    def _oneshot_calls(self, info, action_set):
+        """[(ActionCall, weight)] of a one-shot action set, checked as PI checks it."""
+        if not info.implementation_id:
+            raise invalid(f"table {info.name} has no action profile: use a direct action")
+        pinfo = self.index.action_profile(info.implementation_id)
+        self._check_selector_mode(pinfo, oneshot=True)
+        actions = action_set.action_profile_actions
+        if not actions:
+            raise unimplemented(f"table {info.name}: an empty one-shot action set is not supported (as PI)")
+        calls = []
+        for item in actions:
+            if item.weight <= 0:
+                raise invalid(f"table {info.name}: one-shot action weight {item.weight}; weights are positive")
+            calls.append((self._action_call(info, item.action), item.weight))
+        total = sum(w for _, w in calls)
+        if pinfo.max_group_size and total > pinfo.max_group_size:
+            raise P4RuntimeError(code_pb2.RESOURCE_EXHAUSTED, f"table {info.name}: one-shot weights sum to "
+                                 f"{total}, above max_group_size {pinfo.max_group_size}")
+        return calls
+
+    def _check_selector_mode(self, pinfo, oneshot):
+        """A selector holds either one-shot groups or the client's members and groups (as PI)."""
+        pid = pinfo.preamble.id
+        if oneshot:
+            profile = self._profile(pid)
+            mixed = any(not is_hidden(i) for i in _ids_of(profile.members())) or \
+                any(not is_hidden(i) for i in _ids_of(profile.groups()))
+        else:
+            mixed = self.state.oneshots.in_use(pid)
+        if mixed:
+            raise invalid(f"action profile {pinfo.preamble.name}: one-shot action sets and "
+                          "members/groups cannot be mixed in one action selector")
+
+    def _drop_oneshot(self, key):
+        dropped = self.state.oneshots.forget(key)
+        if dropped is not None:
+            profile_id, group_id, member_ids = dropped
+            self.state.oneshots.drop(self._profile(profile_id), group_id, member_ids)
 
     def _write_default_entry(self, op, info, table, te):
         """The spec's (and PI's) rules for the default entry: MODIFY only, no match, priority 0,
@@ -321,11 +378,10 @@ class EntityHandler:
         if kind in ("action_profile_member_id", "action_profile_group_id"):
             if not info.implementation_id:
                 raise invalid(f"table {info.name} has no action profile: use a direct action")
+            self._check_selector_mode(self.index.action_profile(info.implementation_id), oneshot=False)
             if kind == "action_profile_member_id":
                 return E.MemberRef(table_action.action_profile_member_id)
             return E.GroupRef(table_action.action_profile_group_id)
-        if kind == "action_profile_action_set":
-            raise unimplemented("one-shot action selector programming is not supported")
         raise invalid(f"table {info.name}: the entry has no action")
 
     def _find_entry(self, table, info, keys, priority):
@@ -351,6 +407,7 @@ class EntityHandler:
 
     def _write_action_profile_member(self, op, m):
         profile = self._profile(m.action_profile_id)
+        self._check_selector_mode(self.index.action_profile(m.action_profile_id), oneshot=False)
         if op == DELETE:
             profile.delete_member(m.member_id)
             return
@@ -362,6 +419,7 @@ class EntityHandler:
         inserted, may not exceed the P4Info's max_group_size, and weights are positive."""
         pinfo = self.index.action_profile(g.action_profile_id)
         profile = self._profile(g.action_profile_id)
+        self._check_selector_mode(pinfo, oneshot=False)
         key = (pinfo.preamble.id, g.group_id)
         if op == DELETE:
             profile.delete_group(g.group_id)
@@ -622,6 +680,11 @@ class EntityHandler:
         kind = type(action).__name__
         if kind == "MemberRef":
             out.action.action_profile_member_id = action.id
+        elif kind == "GroupRef" and is_hidden(action.id):
+            key = (info.id, tuple(_key_form(k) for k in entry.keys), entry.priority or None)
+            for call, weight in self.state.oneshots.action_set(key) or ():
+                item = out.action.action_profile_action_set.action_profile_actions.add(weight=weight)
+                item.action.CopyFrom(self._action_proto(call))
         elif kind == "GroupRef":
             out.action.action_profile_group_id = action.id
         elif action is not None and action.action is not None:
@@ -648,7 +711,7 @@ class EntityHandler:
         for pinfo in self._selected(self.index.action_profiles, m.action_profile_id, self.index.action_profile):
             profile = self._engine("action_profiles", pinfo.preamble.name, "action profile")
             for member_id, call in _items(profile.members()):
-                if m.member_id and member_id != m.member_id:
+                if (m.member_id and member_id != m.member_id) or is_hidden(member_id):
                     continue
                 call = getattr(call, "action", call) if not hasattr(call, "args") else call
                 out = p4runtime_pb2.ActionProfileMember(action_profile_id=pinfo.preamble.id, member_id=member_id)
@@ -659,7 +722,7 @@ class EntityHandler:
         for pinfo in self._selected(self.index.action_profiles, g.action_profile_id, self.index.action_profile):
             profile = self._engine("action_profiles", pinfo.preamble.name, "action profile")
             for group_id, members in _items(profile.groups()):
-                if g.group_id and group_id != g.group_id:
+                if (g.group_id and group_id != g.group_id) or is_hidden(group_id):
                     continue
                 members = getattr(members, "members", members)
                 out = p4runtime_pb2.ActionProfileGroup(action_profile_id=pinfo.preamble.id, group_id=group_id)
@@ -789,6 +852,10 @@ class EntityHandler:
         for id_, message in sorted(self.state.digest_configs.items()):
             if not d.digest_id or id_ == d.digest_id:
                 yield self._wrap("digest_entry", message)
+
+
+def _ids_of(collection):
+    return collection.keys() if isinstance(collection, dict) else [i for i, _ in _items(collection)]
 
 
 def _key_proto(out, info, entry):
