@@ -247,3 +247,15 @@ def test_a_nested_structure_expression_keeps_its_field_names_when_a_later_item_h
             hdr.eth.src = (bit<48>)(o.c ++ k);
         }""", decls="struct pair_t { bit<8> hi; bit<8> lo; } struct outer_t { pair_t p; bit<8> c; }")
     assert run(src, frame()) == [(0, frame(src=0x0606, ethertype=0x0201))]
+
+
+def test_a_comparison_with_a_structure_expression_fills_its_other_fields_with_defaults():
+    src = program("""
+        apply {
+            pair_t p = {hi = 1, lo = 0};
+            tuple<bit<8>, bool> t = {1, false};
+            if (p == {hi = 1, ...}) { sm.egress_spec = sm.egress_spec + 1; }
+            if (p != {lo = 0, ...}) { sm.egress_spec = sm.egress_spec + 2; }
+            if (t == {1, ...}) { sm.egress_spec = sm.egress_spec + 4; }
+        }""", decls="struct pair_t { bit<8> hi; bit<8> lo; }")
+    assert run(src, frame()) == [(7, frame())]

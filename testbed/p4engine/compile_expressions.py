@@ -373,11 +373,16 @@ class ExpressionsMixin:
             if a.is_const and b.is_const:
                 return lit((a.const and b.const) if op == "&&" else (a.const or b.const), T.BOOL)
             return Val("rv", T.BOOL, f"({a.code} {'and' if op == '&&' else 'or'} {b.code})")
-        # {#} takes the other operand's type (p4c's convertUntypedInvalid); `...` does not
+        # {#} takes the other operand's type (p4c's convertUntypedInvalid), and so does a
+        # structure expression with `...` (or a list with one, against a tuple); a bare `...`
+        # does not (p4c cannot compare it)
         swap = op in ("==", "!=") and n.left.kind == "invalid"
         left, right = (n.right, n.left) if swap else (n.left, n.right)
         a = self.expr(left, ctx)
-        want = a.type if op in ("==", "!=") and right.kind == "invalid" else None
+        want = None
+        if op in ("==", "!=") and (right.kind in ("invalid", "struct_expr") or
+                                   right.kind == "list" and isinstance(a.type, T.ListT)):
+            want = a.type if _needs_type(right) else None
         b, blines = self.captured(ctx, lambda: self.expr(right, ctx, want))
         if blines:          # left to right: the left operand is read before the right's effects
             a = self.snapshot(a, ctx)
