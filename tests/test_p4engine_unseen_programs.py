@@ -76,3 +76,45 @@ def test_the_deprecated_forms_p4c_bm2_ss_cannot_convert_are_refused_for_bmv2_whe
         (lines.index("        clone3(CloneType.I2E, 5, {meta.x});") + 1, 9,
          "[bmv2 deprecated-externs] clone3: unknown extern function on this target; use "
          "clone_preserving_field_list with a @field_list index")]
+
+
+# ---------------------------------------------------------------- an older v1model.p4
+# Programs that ship the v1model.p4 they were written against (P4All's bmv2 examples carry
+# 2018's, whose standard_metadata_t has no priority); simple_switch writes only the
+# fields the program declares.
+OLD_V1MODEL = """#ifndef _V1MODEL_P4_
+#define _V1MODEL_P4_
+#include "core.p4"
+match_kind { range, selector }
+struct standard_metadata_t {
+    bit<9>  ingress_port;
+    bit<9>  egress_spec;
+    bit<9>  egress_port;
+    bit<32> instance_type;
+    bit<32> packet_length;
+}
+extern void mark_to_drop(inout standard_metadata_t standard_metadata);
+parser Parser<H, M>(packet_in b, out H parsedHdr, inout M meta, inout standard_metadata_t standard_metadata);
+control VerifyChecksum<H, M>(inout H hdr, inout M meta);
+control Ingress<H, M>(inout H hdr, inout M meta, inout standard_metadata_t standard_metadata);
+control Egress<H, M>(inout H hdr, inout M meta, inout standard_metadata_t standard_metadata);
+control ComputeChecksum<H, M>(inout H hdr, inout M meta);
+control Deparser<H>(packet_out b, in H hdr);
+package V1Switch<H, M>(Parser<H, M> p, VerifyChecksum<H, M> vr, Ingress<H, M> ig, Egress<H, M> eg,
+                       ComputeChecksum<H, M> ck, Deparser<H> dep);
+#endif
+"""
+
+
+def test_a_program_with_its_own_older_v1model_runs_without_the_fields_that_v1model_lacks(tmp_path):
+    (tmp_path / "v1model.p4").write_text(OLD_V1MODEL)
+    text = program("", """    apply {
+        sm.egress_spec = 4;
+        if (hdr.h.a == 1) { mark_to_drop(sm); }
+    }""").replace("#include <v1model.p4>", '#include "v1model.p4"')
+    main = tmp_path / "prog.p4"
+    main.write_text(text)
+    from testbed.p4engine import compile_file
+    pipe = compile_file(main).new_pipeline()
+    assert pipe.process(1, bytes([2, 5, 6, 7])) == [(4, bytes([2, 5, 6, 7]))]
+    assert pipe.process(1, bytes([1, 5])) == []

@@ -13,6 +13,12 @@ from .syntax import Node
 V1MODEL_VERSION_CONST = "__v1model_version"
 V1MODEL_VERSIONS = (20180101, 20200408)     # the first and the latest v1model p4c knows
 _LATE_SM = "__late_sm_"
+# standard_metadata fields the engine's simple_switch writes or reads (pipeline.py, externs)
+BMV2_WRITTEN_SM_FIELDS = (("ingress_port", 9), ("egress_spec", 9), ("egress_port", 9), ("instance_type", 32),
+                          ("packet_length", 32), ("mcast_grp", 16), ("egress_rid", 16), ("priority", 3),
+                          ("parser_error", 32), ("checksum_error", 1), ("ingress_global_timestamp", 48),
+                          ("egress_global_timestamp", 48), ("enq_timestamp", 32), ("enq_qdepth", 19),
+                          ("deq_timedelta", 32), ("deq_qdepth", 19))
 
 
 class _LateSmSlots(dict):
@@ -460,6 +466,12 @@ class DeclarationsMixin:
         self.out.meta_region = (mbase, mtype.slots())
         self.out.sm_region = (smbase, smtype.slots())
         self.out.sm = {n: smbase + off for n, off in smtype.offsets().items()}
+        for field, width in BMV2_WRITTEN_SM_FIELDS:
+            if field not in self.out.sm:
+                # an older v1model.p4 shipped with the program lacks it (2018's has no priority):
+                # simple_switch skips what the program does not declare; the engine writes it
+                # to a slot nothing reads
+                self.out.sm[field] = self.alloc(T.BitT(width), f"standard_metadata.{field} (undeclared)")
         self.place_late_sm_slots()
         self.htype, self.mtype = htype, mtype
         self.field_lists_from_meta(mtype, mbase)

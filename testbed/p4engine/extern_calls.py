@@ -122,7 +122,8 @@ def call_extern_func(self, fname, n, ctx):
         elif self.limits is not None:
             self.limits.deprecated_extern(n, fname)
         em.line(f"S[{target['egress_spec']}] = 511")
-        em.line(f"S[{target['mcast_grp']}] = 0")
+        if "mcast_grp" in target:       # simple_switch clears it where the program declares it
+            em.line(f"S[{target['mcast_grp']}] = 0")
         return None
     if fname == "hash":
         need_args(self, n, 5, "hash")
