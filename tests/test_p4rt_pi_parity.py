@@ -602,3 +602,22 @@ def test_one_shot_action_selector_programming(dev):
     assert _code(dev, "INSERT", "action_profile_member {{ action_profile_id: {sel} member_id: 1 "
                                 "action {{ action_id: {fwd} params {{ param_id: 1 value: '\\x02' }} }} }}") == "OK"
     assert _code(dev, "INSERT", entry.format(actions=two_ports)) == "INVALID_ARGUMENT"
+
+
+def test_a_program_without_tables_is_accepted(dev):
+    """A P4Info with registers but no table or action (p4c's, for a program that only keeps state)
+    is a good config, as PI takes it; it was refused as "config.p4info is empty"."""
+    source = PROGRAM[:PROGRAM.index("control I(")] + """
+control I(inout h_t h, inout m_t m, inout standard_metadata_t sm) {
+    register<bit<32>>(4) seen;
+    apply { seen.write(0, 1); }
+}
+control E(inout h_t h, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout h_t h, inout m_t m) { apply { } }
+control D(packet_out p, in h_t h) { apply { p.emit(h.eth); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+    info = compile_source(source, "registers.p4").p4info
+    assert not info.tables and not info.actions and info.registers
+    assert _set_pipeline(dev, "VERIFY_AND_COMMIT", source) == "OK"
+    assert len(_read(dev, "register_entry {{ }}")) == 4

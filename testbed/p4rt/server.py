@@ -231,7 +231,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             if not request.HasField("config"):
                 raise invalid(f"{Request.Action.Name(action)} needs a config")
             config = request.config
-            if not config.p4info.tables and not config.p4info.actions:
+            if not config.p4info.ByteSize():
+                # (a program with only registers or counters has no tables and no actions, yet
+                # its P4Info, which p4c writes, is a good one; only an empty one is a mistake)
                 raise invalid("config.p4info is empty")
             program = self.compiler(config.p4_device_config)
             prepared = self._prepare(program, config.p4info, config.p4_device_config,
