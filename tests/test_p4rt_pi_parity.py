@@ -621,3 +621,26 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
     assert not info.tables and not info.actions and info.registers
     assert _set_pipeline(dev, "VERIFY_AND_COMMIT", source) == "OK"
     assert len(_read(dev, "register_entry {{ }}")) == 4
+
+
+def test_priorities_follow_each_tables_match_kinds(dev):
+    """Every table takes priorities by its own keys; the engine's say (a table with two lpm keys
+    matches as a ternary one) was applied to one table only, and a program with a controller
+    header but no table failed with INTERNAL (p4c's issue3329-bmv2)."""
+    source = PROGRAM.replace("table lpm_t { key = { h.ip.dst: lpm; }",
+                             "table lpm_t { key = { h.ip.dst: lpm; h.ip.src: lpm; }")
+    assert _set_pipeline(dev, "VERIFY_AND_COMMIT", source) == "OK"
+    lpm = ("table_entry {{{{ table_id: {{lpm_t}} priority: {priority} match {{{{ field_id: 1 lpm {{{{ "
+           "value: '\\x0a\\x00\\x00\\x00' prefix_len: 8 }}}} }}}} action {{{{ action {{{{ action_id: {{drop}} }}}} }}}} }}}}")
+    assert _code(dev, "INSERT", lpm.format(priority=0)) == "INVALID_ARGUMENT"
+    assert _code(dev, "INSERT", lpm.format(priority=3)) == "OK"
+    assert _code(dev, "INSERT", FWD_ENTRY) == "OK"                     # exact_t: no priority
+    headers_only = PROGRAM[:PROGRAM.index("control I(")].replace(
+        "header eth_t", '@controller_header("packet_in") header pin_t { bit<16> port; }\nheader eth_t') + """
+control I(inout h_t h, inout m_t m, inout standard_metadata_t sm) { apply { sm.egress_spec = 1; } }
+control E(inout h_t h, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout h_t h, inout m_t m) { apply { } }
+control D(packet_out p, in h_t h) { apply { p.emit(h.eth); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+    assert _set_pipeline(dev, "VERIFY_AND_COMMIT", headers_only) == "OK"

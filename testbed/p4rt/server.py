@@ -708,6 +708,9 @@ def _check_p4info_matches(index, pipeline):
         if len(table.keys) != len(info.match_fields):
             raise invalid(f"P4Info table {info.name} has {len(info.match_fields)} match fields, "
                           f"the program's has {len(table.keys)}")
+        # The engine knows best when entries need priorities (several lpm keys, which p4c-bm2-ss
+        # refuses, make a ternary table); every table, not only the last one as it was
+        info.needs_priority = getattr(table, "needs_priority", info.needs_priority)
         # widths too: values are checked against the P4Info's, so a wrong one would let values
         # wider than the field through (or make the server build huge masks)
         for field, key in zip(info.match_fields, table.keys):
@@ -734,5 +737,3 @@ def _check_p4info_matches(index, pipeline):
         if fields:
             index.controller_headers[name] = [(fid, fname, widths.get(fname) or width)
                                               for fid, fname, width in fields]
-        # The engine knows best when entries need priorities (e.g. several lpm keys).
-        info.needs_priority = getattr(table, "needs_priority", info.needs_priority)
