@@ -118,3 +118,20 @@ def test_a_program_with_its_own_older_v1model_runs_without_the_fields_that_v1mod
     pipe = compile_file(main).new_pipeline()
     assert pipe.process(1, bytes([2, 5, 6, 7])) == [(4, bytes([2, 5, 6, 7]))]
     assert pipe.process(1, bytes([1, 5])) == []
+
+
+# ---------------------------------------------------------------- constructor parameters
+def test_a_table_property_may_use_its_controls_constructor_parameter():
+    # ebiken/p4srv6's switch.p4: control L2Fwd(...)(bit<32> table_size_dmac) { ... size = table_size_dmac; }
+    text = program("""
+control Fwd(inout H hdr, inout standard_metadata_t sm)(bit<32> n, bit<9> port) {
+    action hit(bit<9> p) { sm.egress_spec = p; }
+    action miss() { sm.egress_spec = port; }
+    table t { key = { hdr.h.a : exact; } actions = { hit; miss; } const default_action = miss; size = n; }
+    apply { t.apply(); }
+}
+""", """    Fwd(1024, 7) fwd;
+    apply { fwd.apply(hdr, sm); }""")
+    prog = compile_source(text, "prog.p4")
+    assert [(t.preamble.name, t.size) for t in prog.p4info.tables] == [("I.fwd.t", 1024)]
+    assert prog.new_pipeline().process(0, bytes([1, 2])) == [(7, bytes([1, 2]))]

@@ -157,8 +157,8 @@ class DeclarationsMixin:
                      "engine: write the type", node.loc)
         self.err(f"unsupported type syntax '{k}'", node.loc)
 
-    def const_int(self, node, what):
-        v = self.const_eval(node)
+    def const_int(self, node, what, scope=None):
+        v = self.const_eval(node, scope)
         if not isinstance(v, int) or isinstance(v, bool):
             self.err(f"{what} must be a compile-time integer", node.loc)
         return v

@@ -71,7 +71,7 @@ class TablesMixin:
                     info.const_default = p.const
                     info._default_loc = p.value.loc
                 elif p.name == "size":
-                    info.size = self.const_int(p.value, "table size")
+                    info.size = self.const_int(p.value, "table size", ctx.scope)
                     if not 0 <= info.size <= MAX_EXTERN_SIZE:   # (also P4Info's int64)
                         self.err(f"table {d.name}: size must be from 0 to {MAX_EXTERN_SIZE}, got {info.size}",
                                  p.value.loc)
@@ -85,9 +85,9 @@ class TablesMixin:
                     info.direct_meter = self.table_extern(p.value, ctx, prefix, name, ("direct_meter",),
                                                           p.annos)
                 elif p.name == "largest_priority_wins":
-                    info.largest_priority_wins = self.const_bool(p.value, "largest_priority_wins")
+                    info.largest_priority_wins = self.const_bool(p.value, "largest_priority_wins", ctx.scope)
                 elif p.name == "priority_delta":
-                    info.priority_delta = self.const_int(p.value, "priority_delta")
+                    info.priority_delta = self.const_int(p.value, "priority_delta", ctx.scope)
                     if info.priority_delta <= 0:
                         self.err(f"table {d.name}: priority_delta must be a positive value", p.value.loc)
                 elif p.name == "support_timeout":
@@ -322,8 +322,8 @@ class TablesMixin:
         return {"exact": lambda: tb.Exact(v), "ternary": lambda: tb.Ternary(v, m), "lpm": lambda: tb.Lpm(v, w),
                 "range": lambda: tb.Range(v, v), "optional": lambda: tb.Optional(v)}[mk]()
 
-    def const_bool(self, node, what):
-        v = self.const_eval(node)
+    def const_bool(self, node, what, scope=None):
+        v = self.const_eval(node, scope)
         if not isinstance(v, bool):
             self.err(f"{what} must be a compile-time boolean", node.loc)
         return v
