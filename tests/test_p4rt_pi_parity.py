@@ -644,3 +644,39 @@ control D(packet_out p, in h_t h) { apply { p.emit(h.eth); } }
 V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
     assert _set_pipeline(dev, "VERIFY_AND_COMMIT", headers_only) == "OK"
+
+
+def _legacy_device_config(json_text):
+    """What p4lang/tutorials' p4runtime_lib sends: p4.tmp.P4DeviceConfig(reassign=True,
+    device_data=<BMv2 JSON>), serialised by hand (p4.tmp is not in the p4runtime package)."""
+    from google.protobuf.internal.encoder import _VarintBytes
+    data = json_text.encode()
+    return b"\x08\x01" + b"\x1a" + _VarintBytes(len(data)) + data
+
+
+def test_a_tutorials_controller_pushing_bmv2_json_gets_the_running_program(dev, program):
+    """simple_switch_grpc runs the BMv2 JSON p4lang/tutorials' controllers push; the engine cannot,
+    so when the switch already runs the program that P4Info describes, it takes the push for
+    that program (it refused every JSON); a P4Info of another program is still refused."""
+    bmv2_json = '{"header_types": [], "headers": [], "pipelines": [], "padding": "%s"}' % ("x" * 300)
+    Request = p4runtime_pb2.SetForwardingPipelineConfigRequest
+    request = Request(device_id=1, action=Request.VERIFY_AND_COMMIT)
+    request.election_id.high, request.election_id.low = ELECTION
+    request.config.p4info.CopyFrom(program.p4info)
+    request.config.p4_device_config = _legacy_device_config(bmv2_json)
+    assert _code(dev, "INSERT", FWD_ENTRY) == "OK"
+    dev["stub"].SetForwardingPipelineConfig(request, timeout=20)
+    assert _read(dev, "table_entry {{ }}") == []                       # a new pipeline, as a commit
+    assert _code(dev, "INSERT", FWD_ENTRY) == "OK"
+    other = request.config.p4info.tables.add()
+    other.preamble.id, other.preamble.name = 0x02FFFFFF, "I.not_in_the_program"
+    with pytest.raises(grpc.RpcError) as err:
+        dev["stub"].SetForwardingPipelineConfig(request, timeout=20)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "BMv2 JSON" in err.value.details()
+    assert len(_read(dev, "table_entry {{ }}")) == 1                    # the running one is untouched
+    # with no program to take it for, the wrapped JSON is named as such
+    from testbed.p4rt.errors import P4RuntimeError
+    from testbed.p4rt.server import compile_device_config
+    with pytest.raises(P4RuntimeError) as err:
+        compile_device_config(_legacy_device_config(bmv2_json))
+    assert "is a BMv2 JSON" in err.value.message

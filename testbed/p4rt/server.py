@@ -52,19 +52,68 @@ def _is_bmv2_json(text):
     return isinstance(doc, dict) and ("pipelines" in doc or "header_types" in doc)
 
 
+def _varint(data, at):
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at
+
+
+def _legacy_device_data(config):
+    """device_data of a serialised p4.tmp.P4DeviceConfig (reassign = 1, extras = 2,
+    device_data = 3), which p4lang/tutorials' controllers wrap the BMv2 JSON in; else None."""
+    at, found = 0, None
+    try:
+        while at < len(config):
+            tag, at = _varint(config, at)
+            field, kind = tag >> 3, tag & 7
+            if kind == 0:
+                _, at = _varint(config, at)
+            elif kind == 2:
+                size, at = _varint(config, at)
+                if at + size > len(config):
+                    return None
+                if field == 3:
+                    found = config[at:at + size]
+                at += size
+            else:
+                return None
+            if field not in (1, 2, 3):
+                return None
+    except IndexError:
+        return None
+    return found
+
+
+def is_bmv2_device_config(config):
+    """A BMv2 JSON (p4c-bm2-ss output), as it is or wrapped in the legacy P4DeviceConfig."""
+    for data in (config, _legacy_device_data(config)):
+        try:
+            if data and _is_bmv2_json(data.decode("utf-8")):
+                return True
+        except UnicodeDecodeError:
+            pass
+    return False
+
+
 def compile_device_config(device_config, target=None):
     """Default compiler: the device config is P4_16 source, compiled by the engine in a child
     process (testbed/p4engine/isolated.py: the parse would leave ~18 MB in this one for good).
     target="bmv2" also refuses what p4c-bm2-ss would (rocelab switch --target bmv2)."""
+    if is_bmv2_device_config(device_config):
+        raise invalid("p4_device_config is a BMv2 JSON (p4c-bm2-ss output); this engine target "
+                      "compiles P4_16 source: send the .p4 program's text instead, start the switch "
+                      "with the program (rocelab switch PROG.p4) so that its JSON names it, or run "
+                      "the BMv2 target for the JSON")
     try:
         text = device_config.decode("utf-8")
     except UnicodeDecodeError:
         raise invalid("p4_device_config must be P4_16 source text (the engine compiles it), "
                       "not a binary such as BMv2 JSON") from None
-    if _is_bmv2_json(text):
-        raise invalid("p4_device_config is a BMv2 JSON (p4c-bm2-ss output); this engine target "
-                      "compiles P4_16 source: send the .p4 program's text instead, or run the "
-                      "BMv2 target for the JSON")
     try:
         from testbed.p4engine import P4Error
         from testbed.p4engine.isolated import compile_source_isolated
@@ -201,6 +250,16 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         _check_p4info_matches(index, pipeline)
         return Pipeline_(program, pipeline, index, device_config, cookie)
 
+    def _prepare_running(self, config, cookie):
+        """p4lang/tutorials' controllers push p4c-bm2-ss's JSON (in a P4DeviceConfig), which the
+        engine cannot run: it takes it for the program the switch already runs (rocelab switch
+        PROG.p4), if the P4Info they push describes that program."""
+        try:
+            return self._prepare(self.installed.program, config.p4info, config.p4_device_config, cookie)
+        except P4RuntimeError as exc:
+            raise invalid("p4_device_config is a BMv2 JSON, which this engine target cannot run, and "
+                          f"the P4Info does not describe the program the switch runs: {exc.message}") from None
+
     def _install(self, prepared, state=None):
         """Switch to `prepared` with `state` (a DeviceState already written into it, or a new one)."""
         prepared.pipeline.digest_callback = self._on_digest
@@ -235,9 +294,12 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 # (a program with only registers or counters has no tables and no actions, yet
                 # its P4Info, which p4c writes, is a good one; only an empty one is a mistake)
                 raise invalid("config.p4info is empty")
-            program = self.compiler(config.p4_device_config)
-            prepared = self._prepare(program, config.p4info, config.p4_device_config,
-                                     config.cookie.cookie if config.HasField("cookie") else None)
+            cookie = config.cookie.cookie if config.HasField("cookie") else None
+            if self.installed is not None and is_bmv2_device_config(config.p4_device_config):
+                prepared = self._prepare_running(config, cookie)
+            else:
+                program = self.compiler(config.p4_device_config)
+                prepared = self._prepare(program, config.p4info, config.p4_device_config, cookie)
             if action == Request.VERIFY_AND_SAVE:
                 self.saved = prepared
             elif action == Request.RECONCILE_AND_COMMIT:
