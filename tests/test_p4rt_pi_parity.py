@@ -34,6 +34,7 @@ parser P(packet_in p, out h_t h, inout m_t m, inout standard_metadata_t sm) {
 control VC(inout h_t h, inout m_t m) { apply { } }
 control I(inout h_t h, inout m_t m, inout standard_metadata_t sm) {
     direct_counter(CounterType.packets_and_bytes) dc;
+    direct_counter(CounterType.packets) const_dc;
     direct_meter<bit<2>>(MeterType.bytes) dm;
     meter(8, MeterType.packets) mtr;
     action_selector(HashAlgorithm.crc16, 32, 16) sel;
@@ -50,9 +51,11 @@ control I(inout h_t h, inout m_t m, inout standard_metadata_t sm) {
     table dm_t { key = { h.eth.src: exact; } actions = { fwd_dm; NoAction; } meters = dm; }
     table sel_t { key = { h.ip.dst: exact; h.ip.src: selector; } actions = { fwd; drop; }
                   implementation = sel; }
+    table const_t { key = { h.eth.type: exact; } actions = { drop; NoAction; } counters = const_dc;
+                    const entries = { 0x86dd : drop(); } }
     apply {
         mtr.execute_meter(0, color);
-        exact_t.apply(); lpm_t.apply(); dc_t.apply(); dm_t.apply(); sel_t.apply();
+        exact_t.apply(); lpm_t.apply(); dc_t.apply(); dm_t.apply(); sel_t.apply(); const_t.apply();
     }
 }
 control E(inout h_t h, inout m_t m, inout standard_metadata_t sm) { apply { } }
@@ -493,7 +496,7 @@ def test_reconcile_and_commit_keeps_the_forwarding_state(dev):
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     # a plain commit starts from nothing
     assert _set_pipeline(dev, "VERIFY_AND_COMMIT", PROGRAM) == "OK"
-    assert _read(dev, "table_entry {{ }}") == []
+    assert _read(dev, "table_entry {{ table_id: {exact_t} }}") == []
     assert not _get_pipeline(dev, Get.ALL).HasField("cookie")
 
 
@@ -666,17 +669,30 @@ def test_a_tutorials_controller_pushing_bmv2_json_gets_the_running_program(dev, 
     request.config.p4_device_config = _legacy_device_config(bmv2_json)
     assert _code(dev, "INSERT", FWD_ENTRY) == "OK"
     dev["stub"].SetForwardingPipelineConfig(request, timeout=20)
-    assert _read(dev, "table_entry {{ }}") == []                       # a new pipeline, as a commit
+    assert _read(dev, "table_entry {{ table_id: {exact_t} }}") == []                       # a new pipeline, as a commit
     assert _code(dev, "INSERT", FWD_ENTRY) == "OK"
     other = request.config.p4info.tables.add()
     other.preamble.id, other.preamble.name = 0x02FFFFFF, "I.not_in_the_program"
     with pytest.raises(grpc.RpcError) as err:
         dev["stub"].SetForwardingPipelineConfig(request, timeout=20)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "BMv2 JSON" in err.value.details()
-    assert len(_read(dev, "table_entry {{ }}")) == 1                    # the running one is untouched
+    assert len(_read(dev, "table_entry {{ table_id: {exact_t} }}")) == 1                    # the running one is untouched
     # with no program to take it for, the wrapped JSON is named as such
     from testbed.p4rt.errors import P4RuntimeError
     from testbed.p4rt.server import compile_device_config
     with pytest.raises(P4RuntimeError) as err:
         compile_device_config(_legacy_device_config(bmv2_json))
     assert "is a BMv2 JSON" in err.value.message
+
+
+def test_const_table_entries_take_direct_resource_modifies_only(dev):
+    """The spec ("Constant Tables"): a const table's entries take a MODIFY of their direct
+    resources without an action (it was PERMISSION_DENIED like any other write); with an action,
+    or any INSERT/DELETE, it stays PERMISSION_DENIED."""
+    key = "table_entry {{ table_id: {const_t} match {{ field_id: 1 exact {{ value: '\\x86\\xdd' }} }} "
+    assert _code(dev, "MODIFY", key + "counter_data {{ packet_count: 5 }} }}") == "OK"
+    (read,) = _read(dev, "direct_counter_entry {{ table_entry {{ table_id: {const_t} }} }}")
+    assert read.direct_counter_entry.data.packet_count == 5
+    assert _code(dev, "MODIFY", key + "action {{ action {{ action_id: {drop} }} }} counter_data {{ packet_count: 1 }} }}") \
+        == "PERMISSION_DENIED"
+    assert _code(dev, "DELETE", key + "}}") == "PERMISSION_DENIED"

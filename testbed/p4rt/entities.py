@@ -157,8 +157,19 @@ class EntityHandler:
         if te.is_default_action:
             self._write_default_entry(op, info, table, te)
             return
+        keys = self._keys(info, te.match) if info.is_const else None
         if info.is_const:
-            raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has const entries")
+            # the spec: a const table's entries take only a MODIFY of their direct resources
+            if op != MODIFY or te.HasField("action") or not (te.HasField("counter_data") or te.HasField("meter_config")):
+                raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has const entries: only "
+                                     "their direct counters and meters can be modified (without an action)")
+            priority = self._priority(info, te.priority)
+            counter, meter = self._direct_resource_values(info, te)
+            if counter is not None:
+                self._set_entry(table, info, keys, priority, "counter", counter)
+            if meter is not None:
+                self._set_entry(table, info, keys, priority, "meter_config", meter)
+            return
         keys = self._keys(info, te.match)
         priority = self._priority(info, te.priority)
         key = (info.id, tuple(_key_form(k) for k in keys), priority)
