@@ -157,21 +157,16 @@ class EntityHandler:
         if te.is_default_action:
             self._write_default_entry(op, info, table, te)
             return
-        keys = self._keys(info, te.match) if info.is_const else None
-        if info.is_const:
+        if info.is_const and (op != MODIFY or te.HasField("action")
+                              or not (te.HasField("counter_data") or te.HasField("meter_config"))):
             # the spec: a const table's entries take only a MODIFY of their direct resources
-            if op != MODIFY or te.HasField("action") or not (te.HasField("counter_data") or te.HasField("meter_config")):
-                raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has const entries: only "
-                                     "their direct counters and meters can be modified (without an action)")
-            priority = self._priority(info, te.priority)
-            counter, meter = self._direct_resource_values(info, te)
-            if counter is not None:
-                self._set_entry(table, info, keys, priority, "counter", counter)
-            if meter is not None:
-                self._set_entry(table, info, keys, priority, "meter_config", meter)
-            return
+            raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has const entries: only "
+                                 "their direct counters and meters can be modified (without an action)")
         keys = self._keys(info, te.match)
         priority = self._priority(info, te.priority)
+        if info.is_const:
+            self._set_direct_resources(table, info, keys, priority, *self._direct_resource_values(info, te))
+            return
         key = (info.id, tuple(_key_form(k) for k in keys), priority)
         if op == DELETE:
             table.delete(keys, priority=priority)
@@ -206,6 +201,9 @@ class EntityHandler:
                 # as PI on BMv2: every INSERT and MODIFY sets the TTL and restarts its timer
                 entry.idle_timeout_ns = te.idle_timeout_ns
                 entry.last_hit_us, entry.notified_us = self.now_us(), None
+        self._set_direct_resources(table, info, keys, priority, counter, meter)
+
+    def _set_direct_resources(self, table, info, keys, priority, counter, meter):
         if counter is not None:
             self._set_entry(table, info, keys, priority, "counter", counter)
         if meter is not None:
