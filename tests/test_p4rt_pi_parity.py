@@ -696,3 +696,19 @@ def test_const_table_entries_take_direct_resource_modifies_only(dev):
     assert _code(dev, "MODIFY", key + "action {{ action {{ action_id: {drop} }} }} counter_data {{ packet_count: 1 }} }}") \
         == "PERMISSION_DENIED"
     assert _code(dev, "DELETE", key + "}}") == "PERMISSION_DENIED"
+
+
+def test_reconcile_keeps_parser_value_sets(dev):
+    """RECONCILE_AND_COMMIT carries the members of parser value sets over too."""
+    source = PROGRAM.replace("state start { p.extract(h.eth); transition select(h.eth.type) { 0x0800: ip; default: accept; } }",
+                             "value_set<bit<16>>(4) types;\n"
+                             "    state start { p.extract(h.eth); transition select(h.eth.type) { 0x0800: ip; types: ip; "
+                             "default: accept; } }")
+    assert source != PROGRAM
+    assert _set_pipeline(dev, "VERIFY_AND_COMMIT", source) == "OK"
+    vs_id = compile_source(source, "parity.p4").p4info.value_sets[0].preamble.id
+    members = "value_set_entry {{ value_set_id: %d members {{ match {{ field_id: 1 exact {{ value: '\\x88\\xb5' }} }} }} }}" % vs_id
+    assert _code(dev, "MODIFY", members) == "OK"
+    assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", source) == "OK"
+    (read,) = _read(dev, "value_set_entry {{ value_set_id: %d }}" % vs_id)
+    assert [m.match[0].exact.value for m in read.value_set_entry.members] == [b"\x88\xb5"]

@@ -331,7 +331,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                  ("INSERT", "table_entry", "counter_data meter_config"), ("MODIFY", "meter_entry", ""),
                  ("MODIFY", "counter_entry", ""), ("MODIFY", "register_entry", ""),
                  ("INSERT", "multicast_group_entry", "pre"), ("INSERT", "clone_session_entry", "pre"),
-                 ("INSERT", "digest_entry", "")]
+                 ("INSERT", "digest_entry", ""), ("MODIFY", "value_set_entry", "")]
         Update = p4runtime_pb2.Update
         for op, kind, extra in reads:
             query = p4runtime_pb2.Entity()
