@@ -135,3 +135,53 @@ control Fwd(inout H hdr, inout standard_metadata_t sm)(bit<32> n, bit<9> port) {
     prog = compile_source(text, "prog.p4")
     assert [(t.preamble.name, t.size) for t in prog.p4info.tables] == [("I.fwd.t", 1024)]
     assert prog.new_pipeline().process(0, bytes([1, 2])) == [(7, bytes([1, 2]))]
+
+
+# ---------------------------------------------------------------- P4Info as p4c writes it
+# ONOS's fabric.p4 ships p4c's P4Info: its controller headers carry @controller_header, which the
+# engine's P4Info left out (no annotation was ever copied into a preamble).
+ANNOTATED = """
+@controller_header("packet_in") header cpu_in_t { @my_field bit<16> port; }
+struct HA { cpu_in_t cpu; h_t h; }
+struct MA { }
+parser P(packet_in pkt, out HA hdr, inout MA meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control V(inout HA hdr, inout MA meta) { apply { } }
+control I(inout HA hdr, inout MA meta, inout standard_metadata_t sm) {
+    @brief("sets the port") @my_anno(1,2) @noWarn("unused")
+    action fwd(@unit("port") bit<9> port) { sm.egress_spec = port; }
+    @max_group_size(8) action_selector(HashAlgorithm.crc16, 16, 32w10) sel;
+    @__debug table t {
+        key = { hdr.h.a : exact @hint; hdr.h.b : selector; }
+        actions = { fwd; @defaultonly @keep NoAction; }
+        implementation = sel;
+    }
+    apply { t.apply(); }
+}
+control E(inout HA hdr, inout MA meta, inout standard_metadata_t sm) { apply { } }
+control C(inout HA hdr, inout MA meta) { apply { } }
+control D(packet_out pkt, in HA hdr) { apply { pkt.emit(hdr.cpu); pkt.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_p4info_carries_the_annotations_p4c_copies_into_it():
+    info = compile_source(HEAD + ANNOTATED, "prog.p4").p4info
+    header = info.controller_packet_metadata[0]
+    assert list(header.preamble.annotations) == ['@controller_header("packet_in")']
+    assert list(header.metadata[0].annotations) == ["@my_field"]
+    fwd = next(a for a in info.actions if a.preamble.name == "I.fwd")
+    # as p4c prints them back: parsed ones from their values, others token by token
+    assert list(fwd.preamble.annotations) == ["@my_anno(1 , 2)", '@noWarn("unused")']
+    assert fwd.preamble.doc.brief == "sets the port"
+    assert list(fwd.params[0].annotations) == ['@unit("port")']
+    table = info.tables[0]
+    assert list(table.preamble.annotations) == ["@__debug"]
+    assert list(table.match_fields[0].annotations) == ["@hint"]
+    noaction = next(r for r in table.action_refs if r.annotations)
+    assert list(noaction.annotations) == ["@defaultonly", "@keep"]
+    # the selector's own fields say these; p4c leaves them out of its preamble
+    assert list(info.action_profiles[0].preamble.annotations) == []
+    assert info.action_profiles[0].max_group_size == 8
+

@@ -24,6 +24,10 @@ from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from . import p4types as T
 from .errors import P4Error
+from .p4info_annotations import add_annotations, add_documentation
+
+# shown in an action profile's own fields, so p4c leaves them out of its preamble
+SELECTOR_ANNOTATIONS = ("max_group_size", "selector_size_semantics", "max_member_weight")
 
 PREFIX = p4info_pb2.P4Ids
 MATCH_TYPES = {
@@ -249,10 +253,12 @@ class _Builder:
             return PREFIX.DIRECT_METER
         return None
 
-    def preamble(self, msg, prefix, name, shown_name=None, alias=None):
+    def preamble(self, msg, prefix, name, shown_name=None, alias=None, annos=None, skip=()):
         msg.preamble.id = self.ids[(prefix, name)]
         msg.preamble.name = shown_name or name
         msg.preamble.alias = alias or self.aliases[name]
+        add_annotations(msg.preamble, annos, skip)
+        add_documentation(msg.preamble, annos)
 
     # -- objects
     def build(self):
@@ -268,7 +274,7 @@ class _Builder:
         for d in self.digests:
             self.digest(p, d)
         for name, htype, annos in self.headers:
-            self.controller_header(p.controller_packet_metadata.add(), name, htype)
+            self.controller_header(p.controller_packet_metadata.add(), name, htype, annos)
         for v in self.value_sets:
             self.value_set(p.value_sets.add(), v)
         return p
@@ -276,7 +282,7 @@ class _Builder:
     def value_set(self, msg, v):
         """A parser value set as p4c lists it: a bit<W> element is one unnamed exact match
         field; a struct's fields are named, typed by @match (exact by default)."""
-        self.preamble(msg, PREFIX.VALUE_SET, v.name)
+        self.preamble(msg, PREFIX.VALUE_SET, v.name, annos=v.annos)
         for (name, kind, width), field_id, annos in zip(v.fields, field_ids(v.field_annos), v.field_annos):
             mf = msg.match.add(id=field_id, bitwidth=width)
             if name is not None:
@@ -288,10 +294,12 @@ class _Builder:
         msg.size = v.size
 
     def table(self, msg, t):
-        self.preamble(msg, PREFIX.TABLE, t.name)
+        self.preamble(msg, PREFIX.TABLE, t.name, annos=t.annos)
         key_annos = _key_annotations(t)
-        for (name, kind, width, *val), mf_id in zip(t.keys, field_ids(key_annos)):
+        for (name, kind, width, *val), mf_id, annos in zip(t.keys, field_ids(key_annos), key_annos):
             mf = msg.match_fields.add(id=mf_id, name=name)
+            add_annotations(mf, annos)
+            add_documentation(mf, annos)
             self.typed_width(mf, getattr(val[0] if val else None, "type", None), width)
             if kind in MATCH_TYPES:
                 mf.match_type = MATCH_TYPES[kind]
@@ -306,12 +314,11 @@ class _Builder:
             if table_only and default_only:
                 raise P4Error(f"table {t.name}: action {action.name} is both @tableonly and @defaultonly",
                               _loc(t))
+            add_annotations(ref, annos)
             if table_only:
                 ref.scope = p4info_pb2.ActionRef.TABLE_ONLY
-                ref.annotations.append("@tableonly")
             elif default_only:
                 ref.scope = p4info_pb2.ActionRef.DEFAULT_ONLY
-                ref.annotations.append("@defaultonly")
         default = t.default_action
         if default is not None and default[0] is not None and not _hidden(default[0].annos) \
                 and default[0].name not in {a.name for a, _ in t.actions}:
@@ -349,12 +356,16 @@ class _Builder:
             msg.is_const_table = msg.has_initial_entries = True
 
     def action(self, msg, a):
-        self.preamble(msg, PREFIX.ACTION, a.name)
+        self.preamble(msg, PREFIX.ACTION, a.name, annos=a.annos)
         if a.name in self.bound_params:
             return
-        for (param, width), ptype, param_id in zip(a.runtime_params, _param_types(a),
-                                                   field_ids(_param_annotations(a))):
-            self.typed_width(msg.params.add(id=param_id, name=param), ptype, width)
+        param_annos = _param_annotations(a)
+        for (param, width), ptype, param_id, annos in zip(a.runtime_params, _param_types(a),
+                                                          field_ids(param_annos), param_annos):
+            pmsg = msg.params.add(id=param_id, name=param)
+            add_annotations(pmsg, annos)
+            add_documentation(pmsg, annos)
+            self.typed_width(pmsg, ptype, width)
 
     def typed_width(self, msg, t, width):
         """A match field's, parameter's or metadata field's bitwidth and, for a `type`, its name
@@ -382,7 +393,7 @@ class _Builder:
 
     def _profile(self, p, e, with_selector):
         msg = p.action_profiles.add()
-        self.preamble(msg, PREFIX.ACTION_PROFILE, e.name)
+        self.preamble(msg, PREFIX.ACTION_PROFILE, e.name, annos=e.annos, skip=SELECTOR_ANNOTATIONS)
         for table in self.table_of.get(e.name, []):
             msg.table_ids.append(self.ids[(PREFIX.TABLE, table)])
         msg.with_selector = with_selector
@@ -413,7 +424,7 @@ class _Builder:
 
     def extern_counter(self, p, e):
         msg = p.counters.add()
-        self.preamble(msg, PREFIX.COUNTER, e.name)
+        self.preamble(msg, PREFIX.COUNTER, e.name, annos=e.annos)
         msg.spec.unit = _unit(COUNTER_UNITS, e, "counter")
         msg.size = e.size
 
@@ -421,13 +432,13 @@ class _Builder:
         if e.name not in self.table_of:
             return
         msg = p.direct_counters.add()
-        self.preamble(msg, PREFIX.DIRECT_COUNTER, e.name)
+        self.preamble(msg, PREFIX.DIRECT_COUNTER, e.name, annos=e.annos)
         msg.spec.unit = _unit(COUNTER_UNITS, e, "direct_counter")
         msg.direct_table_id = self.ids[(PREFIX.TABLE, self.table_of[e.name][0])]
 
     def extern_meter(self, p, e):
         msg = p.meters.add()
-        self.preamble(msg, PREFIX.METER, e.name)
+        self.preamble(msg, PREFIX.METER, e.name, annos=e.annos)
         msg.spec.unit = _unit(METER_UNITS, e, "meter")
         msg.size = e.size
 
@@ -435,13 +446,13 @@ class _Builder:
         if e.name not in self.table_of:
             return
         msg = p.direct_meters.add()
-        self.preamble(msg, PREFIX.DIRECT_METER, e.name)
+        self.preamble(msg, PREFIX.DIRECT_METER, e.name, annos=e.annos)
         msg.spec.unit = _unit(METER_UNITS, e, "direct_meter")
         msg.direct_table_id = self.ids[(PREFIX.TABLE, self.table_of[e.name][0])]
 
     def extern_register(self, p, e):
         msg = p.registers.add()
-        self.preamble(msg, PREFIX.REGISTER, e.name)
+        self.preamble(msg, PREFIX.REGISTER, e.name, annos=e.annos)
         msg.size = e.size
         if self.enum_type_spec(p, msg.type_spec, getattr(e, "elem_enum", None)):
             return
@@ -495,14 +506,16 @@ class _Builder:
                     info.members.add(name=member)
         return True
 
-    def controller_header(self, msg, name, htype):
+    def controller_header(self, msg, name, htype, annos=None):
         # The preamble shows the @controller_header name; the id hashes the type's name (p4c).
-        self.preamble(msg, PREFIX.CONTROLLER_HEADER, htype.name, shown_name=name, alias=name)
+        self.preamble(msg, PREFIX.CONTROLLER_HEADER, htype.name, shown_name=name, alias=name, annos=annos)
         annos = [htype.field_annos.get(f) for f, _ in htype.fields]
         for (field, ftype), field_id, fannos in zip(htype.fields, field_ids(annos), annos):
             if _hidden(fannos):
                 continue
-            self.typed_width(msg.metadata.add(id=field_id, name=field), ftype, ftype.width)
+            field_msg = msg.metadata.add(id=field_id, name=field)
+            add_annotations(field_msg, fannos)
+            self.typed_width(field_msg, ftype, ftype.width)
 
 
 def _loc(info):
