@@ -185,3 +185,13 @@ def test_p4info_carries_the_annotations_p4c_copies_into_it():
     assert list(info.action_profiles[0].preamble.annotations) == []
     assert info.action_profiles[0].max_group_size == 8
 
+
+def test_p4info_has_type_info_where_p4c_opens_it():
+    # p4c's serializer opens type_info when it looks at a table, an action parameter, a
+    # controller header, an extern instance, or an extern function a live control calls
+    empty = program("", "    apply { }")
+    assert not compile_source(empty, "prog.p4").p4info.HasField("type_info")
+    drops = program("", "    apply { if (hdr.h.a == 0) { mark_to_drop(sm); } }")
+    assert compile_source(drops, "prog.p4").p4info.HasField("type_info")
+    folded = program("", "    apply { if (false) { mark_to_drop(sm); } }")
+    assert not compile_source(folded, "prog.p4").p4info.HasField("type_info")

@@ -26,6 +26,9 @@ def call(self, n, ctx, statement=False):
     elif fv.kind == "ref" and fv.info.kind == "function":
         v = self.call_function(fv.info.info, n, ctx)
     elif fv.kind == "ref" and fv.info.kind == "extern_func":
+        if ctx.where != "parser" and not ctx.unreachable and not self.folded_away \
+                and fv.name != "static_assert":       # (p4c evaluates it and removes the call)
+            self.extern_function_calls.add((ctx.prefix, ctx.action.name if ctx.action else None))
         v = self.call_extern_func(fv.name, n, ctx)
     else:
         self.err(f"'{expr_text(n.func)}' cannot be called", n.loc)

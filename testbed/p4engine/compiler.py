@@ -68,6 +68,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.uses = {}                   # block instance -> {"tables"|"actions"|"blocks": names its live code uses}
         self.sub_blocks = set()          # parser/control instances declared inside another block
         self.folded_away = 0             # > 0 while compiling code p4c's constant folding removes
+        self.extern_function_calls = set()   # (block instance, action or None) of live calls in controls
 
     # ------------------------------------------------------------------------- diagnostics
     def err(self, msg, loc):
@@ -130,6 +131,10 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             self.err("the program declares no package instance 'main' (expected V1Switch(...) main;)", loc)
         self.build_pipeline(main.info)
         self.resolve_uses()
+        used = self.used_actions()
+        self.out.calls_extern_functions = any(
+            block not in self.out.unapplied_blocks and (action is None or action in used)
+            for block, action in self.extern_function_calls)
         self.check_switches_in_actions()
         self.finish_value_sets()
         if self.limits is not None:

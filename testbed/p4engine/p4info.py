@@ -277,7 +277,17 @@ class _Builder:
             self.controller_header(p.controller_packet_metadata.add(), name, htype, annos)
         for v in self.value_sets:
             self.value_set(p.value_sets.add(), v)
+        if self._type_info_touched():
+            p.type_info.SetInParent()
         return p
+
+    def _type_info_touched(self):
+        """p4c's serializer opens type_info (so P4Info shows it, empty or not) whenever it looks
+        at a type: for any table, action parameter, controller header field or extern instance
+        it lists, and for any extern function a live control calls."""
+        return bool(self.tables or self.externs or getattr(self.c, "calls_extern_functions", False)
+                    or any(a.runtime_params and a.name not in self.bound_params for a in self.actions)
+                    or any(h[1].fields for h in self.headers))
 
     def value_set(self, msg, v):
         """A parser value set as p4c lists it: a bit<W> element is one unnamed exact match

@@ -226,4 +226,5 @@ class Compiled:
         self.called_actions = set()      # actions called directly from a control body (not an action)
         self.applied_tables = set()      # tables whose apply() appears somewhere
         self.unapplied_blocks = set()    # sub-block instances nothing live applies (p4c removes them)
+        self.calls_extern_functions = False  # a live control calls mark_to_drop, hash, ... (P4Info's type_info)
         self.warnings = []               # [(file, line, col, message)] the compiler found
