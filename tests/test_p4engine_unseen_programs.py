@@ -195,3 +195,33 @@ def test_p4info_has_type_info_where_p4c_opens_it():
     assert compile_source(drops, "prog.p4").p4info.HasField("type_info")
     folded = program("", "    apply { if (false) { mark_to_drop(sm); } }")
     assert not compile_source(folded, "prog.p4").p4info.HasField("type_info")
+
+
+# ---------------------------------------------------------------- the preprocessor
+# P4ELTE/t4p4s's examples write macro calls over several lines and keep a stray '#4096' line;
+# cpp (which p4c runs) reads both.
+
+
+def test_a_macro_call_may_spread_its_arguments_over_several_lines():
+    text = program("""#define SET(target, value) \\
+    target = value
+""", """    apply {
+        SET(
+            sm.egress_spec,
+            (bit<9>)hdr.h.b);
+        hdr.h.a = 7;
+    }""").replace("#include <v1model.p4>", "#include <v1model.p4>\n#\n# 4096")
+    pipe = compile_source(text, "prog.p4").new_pipeline()
+    assert pipe.process(0, bytes([1, 3])) == [(3, bytes([7, 3]))]
+    # a wrong line after the call is still reported where it is written
+    broken = text.replace("hdr.h.a = 7;", "hdr.h.zz = 7;")
+    line = broken.splitlines().index("        hdr.h.zz = 7;") + 1
+    assert located(broken)[0][:2] == (line, 9)
+
+
+def test_a_macro_call_left_open_is_refused_at_its_first_line():
+    text = program("#define SET(target, value) target = value\n", """    apply {
+        SET(sm.egress_spec,
+    }""")
+    line = text.splitlines().index("        SET(sm.egress_spec,") + 1
+    assert located(text) == [(line, 1, "unterminated argument list of a macro call")]

@@ -106,7 +106,20 @@ class Preprocessor:
             i += 1
             m = _DIRECTIVE.match(raw)
             if not m:
-                self._emit(self._expand(raw, file, lineno) if active else "", file, lineno)
+                # a macro call whose arguments go on over the next lines (as cpp reads them): they
+                # join its first line, and the lines they came from stay empty
+                joined = 0
+                while active and i < len(lines) and self._open_macro_call(raw) \
+                        and not _DIRECTIVE.match(lines[i]):
+                    raw = raw + "\n" + lines[i]
+                    i += 1
+                    joined += 1
+                if joined and self._open_macro_call(raw):
+                    raise P4Error("unterminated argument list of a macro call", Loc(file, lineno, 1),
+                                  self.source_map)
+                self._emit(self._expand(raw, file, lineno).replace("\n", " ") if active else "", file, lineno)
+                for k in range(joined):
+                    self._emit("", file, lineno + 1 + k)
                 continue
             self._emit("", file, lineno)
             name = m.group(1) or ""
@@ -171,8 +184,8 @@ class Preprocessor:
                 self.macros.pop(self._macro_name(rest, loc), None)
             elif name == "include":
                 self._include(rest, file, loc)
-            elif name in ("pragma", "line"):
-                pass
+            elif name in ("pragma", "line") or (not name and (not rest or rest[0].isdigit())):
+                pass        # (also cpp's null directive '#', and GNU's '# 33' line marker)
             elif name == "error":
                 raise P4Error(f"#error {rest}", loc, self.source_map)
             elif name == "warning":
@@ -255,6 +268,16 @@ class Preprocessor:
                 raw = {p: a.strip() for p, a in zip(params, args)}
                 values = {p: self._expand(a, file, line, seen) for p, a in raw.items()}
                 out.append(self._expand(_substitute(body, raw, values), file, line, seen | {tok}))
+
+    def _open_macro_call(self, text):
+        """Does `text` end inside the arguments of a function-like macro call?"""
+        for m in _TOKEN_OR_STRING.finditer(text):
+            macro = self.macros.get(m.group(0))
+            if isinstance(macro, tuple) and self._macro_args(text, m.end()) is None:
+                rest = text[m.end():].lstrip(" \t")
+                if rest.startswith("("):
+                    return True
+        return False
 
     @staticmethod
     def _macro_args(text, pos):
