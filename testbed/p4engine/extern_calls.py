@@ -228,6 +228,10 @@ def call_extern_func(self, fname, n, ctx):
         w = T.width_of(csum_s.type)
         if w is None:
             self.err("the checksum must be a bit<W> field", n.args[2].loc)
+        valid = getattr(csum, "valid", None) if fname.startswith("verify") else None
+        if valid is not None and cond != f"(S[{valid}] == 1)":
+            # BMv2's Checksum::verify skips a checksum whose field's header is invalid (checksums.cpp)
+            cond = f"S[{valid}] == 1 and ({cond})"
         em.line(f"if {cond}:")
         em.indent()
         packed = self.pack_code(self.flatten(data, n.args[1].loc), ctx)
