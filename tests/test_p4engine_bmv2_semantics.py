@@ -69,3 +69,50 @@ def test_verify_checksum_into_metadata_always_runs():
     src = program(TWO_STATES,
                   verify="verify_checksum(true, {hdr.h1.a}, m.c, HashAlgorithm.csum16);")
     assert run(src, bytes.fromhex("0200")) == [(1, bytes.fromhex("000100" "0200"))]
+
+
+# ------------------------------------------------------------------ parser errors
+
+def test_select_without_a_matching_case_ends_the_parse_without_an_error():
+    # p4c-bm2-ss adds no NoMatch state (its simple_switch midend has no HandleNoMatch) and BMv2's
+    # ParseState::find_next_state then returns the null default state: accept, parser_error
+    # stays NoError (src/bm_sim/parser.cpp); what was extracted stays valid, the rest is payload
+    src = program("""
+    state start { pkt.extract(hdr.h1); transition select(hdr.h1.a) { 1: s2; 2: accept; } }
+    state s2 { pkt.extract(hdr.h2); transition accept; }
+""")
+    assert run(src, bytes.fromhex("0100" "12340000")) == [(1, bytes.fromhex("000001" "0100" "12340000"))]
+    assert run(src, bytes.fromhex("0500" "12340000")) == [(1, bytes.fromhex("000000" "0500" "12340000"))]
+
+
+def test_no_match_in_a_sub_parser_ends_the_whole_parse_without_an_error():
+    # p4c inlines sub-parsers into the one BMv2 parser: the null default state ends it all
+    src = program("""
+    Sub() sub;
+    state start { sub.apply(pkt, hdr); pkt.extract(hdr.h2); transition accept; }
+""").replace("parser P(", """
+parser Sub(packet_in pkt, inout H hdr) {
+    state start { pkt.extract(hdr.h1); transition select(hdr.h1.a) { 1: accept; } }
+}
+parser P(""")
+    assert run(src, bytes.fromhex("0100" "12340000")) == [(1, bytes.fromhex("000001" "0100" "12340000"))]
+    assert run(src, bytes.fromhex("0700" "12340000")) == [(1, bytes.fromhex("000000" "0700" "12340000"))]
+
+
+def test_no_member_of_a_value_set_matching_ends_the_parse_without_an_error():
+    src = program("""
+    value_set<bit<8>>(4) kinds;
+    state start { pkt.extract(hdr.h1); transition select(hdr.h1.a) { kinds: s2; } }
+    state s2 { pkt.extract(hdr.h2); transition accept; }
+""")
+    pipeline = compile_source(src).new_pipeline()
+    pipeline.value_sets["P.kinds"].add(3)
+    assert pipeline.process(0, bytes.fromhex("0300" "12340000")) == [(1, bytes.fromhex("000001" "0300" "12340000"))]
+    assert pipeline.process(0, bytes.fromhex("0400" "12340000")) == [(1, bytes.fromhex("000000" "0400" "12340000"))]
+
+
+def test_packet_too_short_keeps_what_was_extracted_and_the_unparsed_bytes():
+    # BMv2's Parser::parse records the error, removes only the bytes of the headers extracted
+    # before it, and ingress runs (src/bm_sim/parser.cpp, simple_switch.cpp ingress_thread)
+    src = program(TWO_STATES)
+    assert run(src, bytes.fromhex("0100" "1234")) == [(1, bytes.fromhex("010000" "0100" "1234"))]

@@ -37,8 +37,10 @@ parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard
         pkt.extract(hdr.tag);
         transition select(hdr.tag.kind, hdr.tag.val) {
             special_tags: accept;
+            default: no_match;
         }
     }
+    state no_match { verify(false, error.NoMatch); transition accept; }
 }
 control V(inout headers_t hdr, inout metadata_t meta) { apply { } }
 control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
@@ -87,11 +89,11 @@ def test_a_value_set_matches_its_members_and_nothing_while_empty(program):
     assert pipeline.process(0, tagged) == [(1, tagged)]
 
 
-def test_no_member_matching_and_no_default_is_a_no_match_parser_error(program):
+def test_no_member_matching_takes_the_default_transition(program):
     pipeline = program.new_pipeline()
     pipeline.value_sets[TAGGED].add(0x88B5)
-    # the tag header is extracted, then select finds no member: error.NoMatch, ingress runs
-    # with the header valid (BMv2 keeps what was extracted before the error)
+    # the tag header is extracted, then select finds no member: the default state's
+    # error.NoMatch, ingress runs with the header valid (BMv2 keeps what was extracted)
     assert pipeline.process(0, frame(0x88B5, b"\x09\x10")) == [(3, frame(0x88B5, b"\x09\x10"))]
 
 
@@ -337,7 +339,7 @@ def _refused(src):
      "value set 'tagged_types' can only be a select case's whole label"),
     (("control V(inout headers_t hdr, inout metadata_t meta) { apply { } }",
       "control V(inout headers_t hdr, inout metadata_t meta) { value_set<bit<8>>(1) v; apply { } }"),
-     "bad.p4:27:57", "a value_set can only be declared among a parser's locals"),
+     "bad.p4:29:57", "a value_set can only be declared among a parser's locals"),
 ])
 def test_misuses_are_refused_with_their_location(change, where, message):
     old, new = change

@@ -156,7 +156,9 @@ class BlocksMixin:
             cond = " and ".join(conds) if conds else "True"
             em.line(f"if {cond}:")
             em.line(f"    return {target(case.target, case.target_loc)}, o")
-        em.line(f"raise ParserError({self.errors.index('NoMatch')}, o)")
+        # no case matched: p4c-bm2-ss adds no NoMatch state (its midend lacks HandleNoMatch) and
+        # BMv2's ParseState::find_next_state falls to a null default, ending the parse as accept
+        em.line(f"return {reject}, o")
 
     def keyset_cond(self, kc, kt, item, ctx):
         w = T.width_of(kt)
