@@ -17,8 +17,8 @@ def with_decl(text):
 
 
 @pytest.mark.parametrize("source, message", [
-    (with_decl("header big_t { bit<4294967296> x; }"), "bit width must be from 1 to 65536"),
-    (with_decl("typedef bit<(1 << 40)> big_t;"), "bit width must be from 1 to 65536"),
+    (with_decl("header big_t { bit<4294967296> x; }"), "bit width must be from 0 to 65536"),
+    (with_decl("typedef bit<(1 << 40)> big_t;"), "bit width must be from 0 to 65536"),
     (with_decl("typedef varbit<1048576> v_t;"), "varbit<1048576>"),
     (BASE.replace(DECL, "header h9 { bit<8> x; }\n" + DECL + " h9[1000000000] hs;", 1),
      "header stack size must be from 1 to 4096"),

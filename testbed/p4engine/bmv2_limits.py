@@ -27,6 +27,9 @@ backends/bmv2 (1.2.5):
                     backends/common/metermap.cpp, simple_switch/simpleSwitch.cpp)
   shared-selector   tables sharing an action_selector give it the same selector keys, in the
                     same order (BMv2 hashes them in the selector; common/sharedActionSelectorCheck.h)
+  variable-slice    a +: slice's low index is a compile-time constant: p4c's StrengthReduction turns
+                    only those into plain slices, and the BMv2 back end has no conversion for the
+                    rest (common/expression.cpp stops with "Unhandled case")
   deprecated-externs  v1model's deprecated mark_to_drop(), clone3, resubmit(data) and
                     recirculate(data), which the engine runs as older BMv2 did: p4c-bm2-ss has no
                     conversion for them (simple_switch/simpleSwitch.cpp converts only the
@@ -175,6 +178,12 @@ class Bmv2Limits:
                              f"table {t.decl.name}: action selector {name} is used by multiple tables with "
                              f"different selector inputs ({', '.join(map(expr_text, inputs))} here, "
                              f"{', '.join(map(expr_text, theirs))} in table {other.decl.name})")
+
+    def variable_slice(self, node):
+        """x[lo +: w] with a lo that is not a compile-time constant."""
+        self._breach("variable-slice", node.loc, f"{expr_text(node)}: the low index of a +: slice must be "
+                     "a compile-time constant (p4c-bm2-ss has no conversion for the others: its BMv2 "
+                     "back end stops with a compiler bug, 'Unhandled case')")
 
     # ------------------------------------------------------------------ statements
     def loop(self, stmt):

@@ -428,7 +428,7 @@ def emit_code(self, v, ctx, loc):
 def out_target(self, node, ctx, what):
     """Evaluate an out/inout argument: something assignable (a scalar lvalue or a slice)."""
     v = self.expr(node, ctx)
-    if v.kind not in ("lv", "slice_lv"):
+    if v.kind not in ("lv", "slice_lv", "vslice_lv"):
         self.err(f"{what} must be a writable field or variable", node.loc)
     return v
 

@@ -107,8 +107,10 @@ class DeclarationsMixin:
             return T.BOOL
         if k in ("t_bit", "t_int"):
             w = self.const_int(node.width, "width")
-            if not 0 < w <= MAX_BIT_WIDTH:
-                self.err(f"bit width must be from 1 to {MAX_BIT_WIDTH}, got {w}", node.loc)
+            if k == "t_int" and w == 0:     # bit<0> is a type (its one value is 0), int<0> is not
+                self.err("int<0>: invalid type size (a signed integer needs at least 1 bit)", node.loc)
+            if not 0 <= w <= MAX_BIT_WIDTH:
+                self.err(f"bit width must be from 0 to {MAX_BIT_WIDTH}, got {w}", node.loc)
             return T.BitT(w, k == "t_int")
         if k == "t_infint":
             return T.INTLIT
@@ -150,12 +152,31 @@ class DeclarationsMixin:
             if not 0 < size <= MAX_STACK_SIZE:
                 self.err(f"header stack size must be from 1 to {MAX_STACK_SIZE}, got {size}", node.loc)
             if not isinstance(elem, (T.HeaderT, T.UnionT)):
-                self.err(f"header stacks must hold headers or header unions, not {elem}", node.loc)
+                # p4c's front end takes arrays of any type (P4_16 1.2.5); its BMv2 back end only
+                # converts arrays of headers and header unions (common/header.cpp)
+                self.err(f"{elem}[{size}]: header stacks must hold headers or header unions, not {elem} "
+                         f"(p4c-bm2-ss produces no BMv2 JSON for arrays of other types: it stops with a "
+                         f"compiler bug, 'unexpected type in stack')", node.loc)
             return T.StackT(elem, size)
         if k == "t_dontcare":
             self.err("'_' as a type argument (a type left to inference) is not supported here by this "
                      "engine: write the type", node.loc)
         self.err(f"unsupported type syntax '{k}'", node.loc)
+
+    def check_enum_value(self, decl, name, value, base, loc):
+        """p4c refuses a serializable enum's value its underlying type cannot hold."""
+        low = -(1 << (base.width - 1)) if base.signed else 0
+        high = (1 << (base.width - 1 if base.signed else base.width)) - 1
+        if low <= value <= high:
+            return
+        if value < 0 and not base.signed:
+            why = f"the value {value} is negative, but the underlying type {base} is unsigned"
+        else:
+            bits = value.bit_length() + 1 if base.signed else value.bit_length()
+            why = (f"the value {value} requires {bits} bits but the underlying "
+                   f"{'signed' if base.signed else 'unsigned'} type {base} only contains {base.width} bits")
+        self.err(f"{decl.name}.{name}: Serialized enum constant value {value} is out of bounds of the "
+                 f"underlying type {base}; {why}", loc)
 
     def const_int(self, node, what, scope=None):
         v = self.const_eval(node, scope)
@@ -219,7 +240,9 @@ class DeclarationsMixin:
                 self.err("serializable enums need a bit<W> or int<W> underlying type", d.loc)
             values = {}
             for name, e in d.members:
-                values[name] = self.const_int(e, "enum value") & base.mask
+                v = 0 if e.kind == "dots" else self.const_int(e, "enum value")    # `A = ...` is 0
+                self.check_enum_value(d, name, v, base, e.loc)
+                values[name] = v & base.mask
             self.types[d.name] = T.EnumT(d.name, [n for n, _ in d.members], base, values)
         elif k == "error_decl":
             for m in d.members:

@@ -65,6 +65,10 @@ class ExpressionsMixin:
         if v.kind == "slice_lv":
             base, hi, lo = v.info
             return Val("rv", T.BitT(hi - lo + 1), f"(({base.code} >> {lo}) & {(1 << (hi - lo + 1)) - 1:#x})")
+        if v.kind == "vslice_lv":
+            base, lo, w = v.info
+            bits = f"({base.code} & {base.type.mask:#x})" if base.type.signed else base.code
+            return Val("rv", v.type, f"(({bits} >> {lo}) & {(1 << w) - 1:#x})")
         if v.kind == "apply":
             self.err("a table apply result must be used with .hit, .miss or .action_run", loc)
         if v.kind in ("agg", "list"):
@@ -232,10 +236,39 @@ class ExpressionsMixin:
             return agg(base.slot + 1 + i * t.elem.slots(), t.elem)
         return agg(self.stack_elem_slot(base, idx.code, ctx, n.loc), t.elem)
 
-    def x_slice(self, n, ctx, expected):
+    def x_plus_slice(self, n, ctx, expected):
+        """x[lo +: w]: x[lo + w - 1 : lo] when lo is constant, as p4c's StrengthReduction rewrites
+        it; otherwise bits lo.. of x, w of them, those past x's width reading as 0 and dropped
+        on writes (the P4_16 1.2.5 spec's shift semantics)."""
+        width = self.expr(n.width, ctx)
+        if not width.is_const:
+            self.err("slice bit index values must be constants (the width of a +: slice)", n.width.loc)
+        w = int(width.const)
+        if w <= 0:
+            self.err(f"a +: slice needs a positive width, not {w}", n.width.loc)
+        lo = self.expr(n.lo, ctx)
+        if lo.is_const:
+            return self.slice_of(n, ctx, int(lo.const) + w - 1, int(lo.const))
+        lo = self.scalar(lo, n.lo.loc)
+        if not isinstance(lo.type, T.BitT) or lo.type.signed:
+            self.err(f"the low index of a +: slice must be bit<W> when it is not a compile-time "
+                     f"constant, not {lo.type}", n.lo.loc)
+        if self.limits is not None:
+            self.limits.variable_slice(n)
         base = self.expr(n.expr, ctx)
-        hi = self.const_int_val(n.hi, ctx)
-        lo = self.const_int_val(n.lo, ctx)
+        b = self.scalar(base, n.loc)
+        if not isinstance(b.type, T.BitT):
+            self.err(f"cannot slice a value of type {b.type}", n.loc)
+        if base.kind == "lv":           # an lvalue: its index is read once, where it is written
+            return Val("vslice_lv", T.BitT(w), info=(base, self.snapshot(lo, ctx).code, w))
+        bits = f"({b.code} & {b.type.mask:#x})" if b.type.signed else b.code
+        return Val("rv", T.BitT(w), f"(({bits} >> {lo.code}) & {(1 << w) - 1:#x})")
+
+    def x_slice(self, n, ctx, expected):
+        return self.slice_of(n, ctx, self.const_int_val(n.hi, ctx), self.const_int_val(n.lo, ctx))
+
+    def slice_of(self, n, ctx, hi, lo):
+        base = self.expr(n.expr, ctx)
         b = self.scalar(base, n.loc)
         if not isinstance(b.type, T.BitT):
             if isinstance(b.type, T.IntLitT) and b.is_const:

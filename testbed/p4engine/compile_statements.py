@@ -312,7 +312,15 @@ class StatementsMixin:
             base, hi, lo = lhs.info
             rv = self.convert(self.scalar(rhs, loc), T.BitT(hi - lo + 1), loc)
             m = ((1 << (hi - lo + 1)) - 1) << lo
-            em.line(f"{base.code} = ({base.code} & {base.type.mask ^ m:#x}) | (({rv.code} << {lo}) & {m:#x})")
+            bits = f"({base.code} & {base.type.mask ^ m:#x}) | (({rv.code} << {lo}) & {m:#x})"
+            em.line(f"{base.code} = {self.wrap_code(bits, base.type) if base.type.signed else bits}")
+            return
+        if lhs.kind == "vslice_lv":     # bits past the base's width are dropped
+            base, lo, w = lhs.info
+            rv = self.convert(self.scalar(rhs, loc), lhs.type, loc)
+            m = f"({(1 << w) - 1:#x} << {lo})"
+            bits = f"((({base.code} & ~{m}) | (({rv.code} << {lo}) & {m})) & {base.type.mask:#x})"
+            em.line(f"{base.code} = {self.wrap_code(bits, base.type) if base.type.signed else bits}")
             return
         if lhs.kind == "agg":
             if rhs.kind == "agg":

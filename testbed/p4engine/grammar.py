@@ -23,7 +23,7 @@ ann_arg: expr | any_name "=" expr | base_type | "string" -> t_string    // @p4ru
 
 // ---------------- types
 ?type_ref: base_type | named_type | spec_type | stack_type | "void" -> t_void | "error" -> t_error
-          | "string" -> t_string | "tuple" _lt type_list _gt -> t_tuple | "list" _lt type_ref _gt -> t_list
+          | "string" -> t_string | "tuple" _lt [type_list] _gt -> t_tuple | "list" _lt type_ref _gt -> t_list
 base_type: "bool"                      -> t_bool
          | "bit"                       -> t_bit1
          | "bit" _lt width _gt         -> t_bit
@@ -42,12 +42,13 @@ _gt: GT | SHR_GT
 _lt: LT | TLT
 
 // ---------------- declarations
-const_decl: [annotations] "const" type_ref any_name "=" expr ";"
+const_decl: [annotations] "const" type_ref any_name [dims] "=" expr ";"
 typedef_decl: [annotations] ("typedef" | NEWTYPE) type_ref TYPE_IDENT ";"
 header_decl: [annotations] "header" TYPE_IDENT [type_params] "{" field* "}"
 struct_decl: [annotations] "struct" TYPE_IDENT [type_params] "{" field* "}"
 union_decl: [annotations] "header_union" TYPE_IDENT [type_params] "{" field* "}"
-field: [annotations] type_ref member_name ";"
+field: [annotations] type_ref member_name [dims] ";"
+dims: ("[" expr "]")+          // T name[N]: p4c's declarator, the same as T[N] name
 enum_decl: [annotations] "enum" TYPE_IDENT "{" _names "}"
          | [annotations] "enum" type_ref TYPE_IDENT "{" enum_value ("," enum_value)* ","? "}" -> ser_enum_decl
 enum_value: any_name "=" expr
@@ -63,7 +64,7 @@ function_proto: type_ref any_name [type_params] "(" params ")"
 function_decl: [annotations] function_proto block
 
 params: [param ("," param)*]
-param: [annotations] [direction] type_ref any_name ("=" expr)?
+param: [annotations] [direction] type_ref any_name [dims] ("=" expr)?
 !direction: "inout" | "in" | "out"
 
 package_decl: [annotations] "package" TYPE_IDENT [type_params] "(" params ")" ";"
@@ -119,7 +120,7 @@ return_stmt: "return" expr? ";"
 switch_stmt: "switch" "(" expr ")" "{" switch_case* "}"
 switch_case: switch_label ":" block?
 ?switch_label: "default" -> sw_default | expr | TYPE_IDENT   // a constant expression, or an action name
-var_decl: [annotations] type_ref member_name ("=" expr)? ";"
+var_decl: [annotations] type_ref member_name [dims] ("=" expr)? ";"
 for_stmt: "for" "(" for_items ";" [expr] ";" for_items ")" _stmt
         | "for" "(" [annotations] type_ref member_name "in" for_collection ")" _stmt -> for_in
 ?for_collection: expr | expr ".." expr -> for_range
@@ -163,6 +164,7 @@ args: [arg ("," arg)*]
         | postfix "." member_name -> member
         | postfix "[" expr "]" -> index
         | postfix "[" expr ":" expr "]" -> slice
+        | postfix "[" expr "+:" expr "]" -> plus_slice     // [lo +: width] (P4_16 1.2.5)
         | postfix "(" args ")" -> call
         | postfix TLT type_list _gt "(" args ")" -> generic_call
 ?primary: INT -> int_lit

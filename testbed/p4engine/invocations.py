@@ -33,7 +33,7 @@ def _bind_args(self, params, n, ctx, what, decls=(), decl_scope=None):
             continue
         if direction in ("out", "inout"):
             target = self.expr(node, ctx)
-            if target.kind not in ("lv", "slice_lv", "agg"):
+            if target.kind not in ("lv", "slice_lv", "vslice_lv", "agg"):
                 self.err(f"{what}: argument for {direction} parameter '{pname}' must be writable", node.loc)
             if direction == "inout":
                 self.assign(store, target, ctx, node.loc)

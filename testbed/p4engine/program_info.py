@@ -115,6 +115,8 @@ def expr_text(node, member_name=None):
         return f"{text(node.expr)}[{text(node.index)}]"
     if k == "slice":
         return f"{text(node.expr)}[{text(node.hi)}:{text(node.lo)}]"
+    if k == "plus_slice":
+        return f"{text(node.expr)}[{text(node.lo)}+:{text(node.width)}]"
     if k == "int":      # as p4c's Constant::toString: [width w|s] base prefix, digits
         base = getattr(node, "base", 10)
         digits = {16: "x", 8: "o", 2: "b"}

@@ -342,6 +342,14 @@ def _tok(x):
     return isinstance(x, Token)
 
 
+def _dims(typ, dims):
+    """The type of `T name[N][M]` (p4c's declarator): T[N][M], as if written before the name."""
+    if dims is not None:
+        for size in dims[2]:
+            typ = Node("t_stack", dims[1], elem=typ, size=size)
+    return typ
+
+
 def parse_int_literal(text, loc=None):
     """'8w0x1F' -> (31, 8, False); '5' -> (5, None, False); '4s-1' handled by unary minus.
     A width or a decimal beyond the engine's bounds is a P4Error at `loc`."""
@@ -463,7 +471,7 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def t_tuple(self, meta, ch):
-        return Node("t_tuple", self._loc(meta), types=[c for c in ch if isinstance(c, list)][0])
+        return Node("t_tuple", self._loc(meta), types=next((c for c in ch if isinstance(c, list)), []))  # tuple<>
 
     @v_args(meta=True)
     def t_list(self, meta, ch):
@@ -534,7 +542,8 @@ class AstBuilder(Transformer):
     # -- declarations
     @v_args(meta=True)
     def const_decl(self, meta, ch):
-        return Node("const", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]), value=ch[3])
+        return Node("const", self._loc(meta), annos=self._annos(ch[0]), type=_dims(ch[1], ch[3]), name=str(ch[2]),
+                    value=ch[4])
 
     @v_args(meta=True)
     def typedef_decl(self, meta, ch):
@@ -562,7 +571,11 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def field(self, meta, ch):
-        return Node("field", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]))
+        return Node("field", self._loc(meta), annos=self._annos(ch[0]), type=_dims(ch[1], ch[3]), name=str(ch[2]))
+
+    @v_args(meta=True)
+    def dims(self, meta, ch):
+        return ("dims", self._loc(meta), ch)
 
     @v_args(meta=True)
     def enum_decl(self, meta, ch):
@@ -621,8 +634,8 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def param(self, meta, ch):
-        annos, direction, typ, name = ch[0], ch[1], ch[2], ch[3]
-        default = ch[4] if len(ch) > 4 else None
+        annos, direction, typ, name = ch[0], ch[1], _dims(ch[2], ch[4]), ch[3]
+        default = ch[5] if len(ch) > 5 else None
         return Node("param", self._loc(meta), annos=self._annos(annos),
                     direction=str(direction) if direction is not None else None,
                     type=typ, name=str(name), default=default)
@@ -850,8 +863,8 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def var_decl(self, meta, ch):
-        return Node("var", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]),
-                    init=ch[3] if len(ch) > 3 else None)
+        return Node("var", self._loc(meta), annos=self._annos(ch[0]), type=_dims(ch[1], ch[3]), name=str(ch[2]),
+                    init=ch[4] if len(ch) > 4 else None)
 
     # -- expressions
     def expr_list(self, ch):
@@ -952,6 +965,10 @@ class AstBuilder(Transformer):
     @v_args(meta=True)
     def slice(self, meta, ch):
         return Node("slice", self._loc(meta), expr=ch[0], hi=ch[1], lo=ch[2])
+
+    @v_args(meta=True)
+    def plus_slice(self, meta, ch):
+        return Node("plus_slice", self._loc(meta), expr=ch[0], lo=ch[1], width=ch[2])
 
     @v_args(meta=True)
     def call(self, meta, ch):

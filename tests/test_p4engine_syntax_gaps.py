@@ -1,0 +1,221 @@
+"""P4_16 1.2.x syntax p4c's front end takes that the engine refused: `+:` slices, bit<0>,
+tuple<>, `T name[N]` declarators, `A = ...` in serializable enums. Each program is run and its
+output compared with what BMv2 sends; what p4c or p4c-bm2-ss refuses is refused at the same
+place, with p4c's reason."""
+import pytest
+
+from testbed.p4engine import P4Error, compile_source
+
+from test_p4engine_accept import frame, program, refused, run
+from test_p4engine_syntax_sugar import line_col
+
+SRC_MAC = 0x123456789ABC
+
+
+def refused_on(src, target):
+    with pytest.raises(P4Error) as e:
+        compile_source(src, target=target)
+    return str(e.value)
+
+
+# ------------------------------------------------------------------ x[lo +: w]
+
+def test_a_plus_slice_with_a_constant_low_index_is_the_plain_slice():
+    # p4c's StrengthReduction rewrites x[8 +: 16] to x[23:8]; on both sides of an assignment
+    src = program("""
+        const bit<8> LOW = 4;
+        apply {
+            hdr.eth.type = hdr.eth.src[8 +: 16];
+            hdr.eth.dst[0 +: 8] = 0x55;
+            hdr.eth.dst[LOW * 2 +: 4] = hdr.eth.src[LOW +: 4];
+        }""")
+    assert run(src, frame(src=SRC_MAC)) == [(0, frame(dst=0xB55, src=SRC_MAC, ethertype=0x789A))]
+    compile_source(src, target="bmv2")      # and p4c-bm2-ss takes it
+
+
+def test_a_plus_slice_with_a_variable_low_index_shifts_and_masks():
+    # the spec's semantics: bits past the width read as 0 and are dropped on writes
+    src = program("""
+        apply {
+            bit<8> lo = (bit<8>)hdr.eth.dst[7:0];
+            hdr.eth.type = hdr.eth.src[lo +: 16];
+            hdr.eth.dst[lo +: 8] = 0xff;
+        }""")
+    assert run(src, frame(dst=0x04, src=SRC_MAC)) == [(0, frame(dst=0xFF4, src=SRC_MAC, ethertype=0x89AB))]
+    assert run(src, frame(dst=0x2C, src=SRC_MAC)) == [(0, frame(dst=0xF0000000002C, src=SRC_MAC, ethertype=0x1))]
+
+
+def test_p4c_bm2_ss_refuses_a_plus_slice_with_a_variable_low_index():
+    src = program("apply { bit<8> lo = 3; hdr.eth.type = hdr.eth.src[lo +: 16]; }")
+    line, col = line_col(src, "hdr.eth.src[lo")
+    message = refused_on(src, "bmv2")
+    assert message.startswith(f"<string>:{line}:{col}: error: [bmv2 variable-slice] hdr.eth.src[lo+:16]: "
+                              "the low index of a +: slice must be a compile-time constant")
+    assert "Unhandled case" in message
+
+
+def test_a_plus_slice_written_through_an_inout_argument():
+    src = program("""
+        action set_nibble(inout bit<4> n) { n = 0xa; }
+        apply { bit<8> lo = 8; set_nibble(hdr.eth.src[lo +: 4]); set_nibble(hdr.eth.dst[0 +: 4]); }""")
+    assert run(src, frame(src=SRC_MAC)) == [(0, frame(dst=0xAA, src=0x123456789ABC & ~0xF00 | 0xA00))]
+
+
+@pytest.mark.parametrize("expression, marker, message", [
+    ("hdr.eth.src[4 +: w]", "w]", "slice bit index values must be constants"),
+    ("hdr.eth.src[40 +: 16]", "hdr.eth.src[40", "slice [55:40] is out of range for bit<48>"),
+    ("hdr.eth.src[-1 +: 16]", "hdr.eth.src[-1", "slice [14:-1] is out of range for bit<48>"),
+    ("hdr.eth.src[s +: 16]", "s +:", "the low index of a +: slice must be bit<W> when it is not a "
+                                     "compile-time constant, not int<8>"),
+])
+def test_plus_slices_p4c_refuses(expression, marker, message):
+    src = program(f"apply {{ bit<8> w = 3; int<8> s = 1; hdr.eth.type = (bit<16>){expression}; }}")
+    line, col = line_col(src, marker)
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: {message}")
+
+
+def test_a_slice_assigned_into_a_signed_value_keeps_it_signed():
+    src = program("""
+        apply {
+            int<8> x = -1;
+            x[3:0] = 0;
+            int<8> y = -1;
+            bit<4> lo = 4;
+            y[lo +: 4] = 0;
+            hdr.eth.type = (bit<16>)(int<16>)x;
+            hdr.eth.src = (bit<48>)(int<48>)y;
+        }""")
+    assert run(src, frame()) == [(0, frame(src=0x00000000000F, ethertype=0xFFF0))]
+
+
+# ------------------------------------------------------------------ bit<0>
+
+BIT0 = """
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+header zero_t { bit<0> before; bit<8> b8; bit<0> after; }
+struct headers_t { eth_t eth; zero_t z; }
+struct metadata_t { bit<0> nothing; }
+parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); pkt.extract(hdr.z); transition accept; }
+}
+control V(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    action fwd(bit<0> zero, bit<9> port) { sm.egress_spec = port; hdr.z.after = zero; }
+    table t {
+        key = { hdr.z.b8 : exact; hdr.z.before : exact; meta.nothing : ternary; }
+        actions = { fwd; NoAction; }
+        const entries = { (0x42, 0, _) : fwd(0, 3); }
+    }
+    apply {
+        bit<0> tmp = 1;             // p4c warns and keeps 0: bit<0>'s one value
+        hdr.z.before = tmp;
+        hdr.eth.type = (bit<16>)hdr.z.before + (bit<16>)(bit<0>)hdr.eth.type + (bit<16>)(tmp + 1);
+        hdr.eth.src = hdr.eth.src[47:8] ++ tmp ++ hdr.z.b8;
+        t.apply();
+    }
+}
+control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.z); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_bit0_fields_variables_parameters_and_keys_take_no_bits():
+    pipe = compile_source(BIT0, target="bmv2").new_pipeline()
+    data = frame(src=SRC_MAC)[:14] + b"\x42rest"
+    assert pipe.process(0, data) == [(3, frame(src=0x123456789A42, ethertype=0)[:14] + b"\x42rest")]
+    other = frame(src=SRC_MAC)[:14] + b"\x41rest"
+    assert pipe.process(0, other) == [(0, frame(src=0x123456789A41, ethertype=0)[:14] + b"\x41rest")]
+
+
+def test_bit0_keys_and_parameters_have_no_bitwidth_in_p4info():
+    # as p4c writes them (p4-guide's p4runtime-issue-428): bitwidth 0, left out of the text
+    info = compile_source(BIT0).p4info
+    table = info.tables[0]
+    assert [(m.name, m.bitwidth) for m in table.match_fields] == [
+        ("hdr.z.b8", 8), ("hdr.z.before", 0), ("meta.nothing", 0)]
+    fwd = next(a for a in info.actions if a.preamble.name == "I.fwd")
+    assert [(p.name, p.bitwidth) for p in fwd.params] == [("zero", 0), ("port", 9)]
+
+
+def test_int0_is_refused_as_p4c_refuses_it():
+    src = program("apply { int<0> nothing; }")
+    line, col = line_col(src, "int<0>")
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: int<0>: invalid type size")
+
+
+# ------------------------------------------------------------------ tuple<>, enums, declarators
+
+def test_empty_tuples():
+    src = program("""
+        action set(in tuple<bit<8>, tuple<>> pair) { hdr.eth.type = (bit<16>)pair[0]; }
+        apply {
+            empty_t t = {};
+            tuple<> u;
+            u = {};
+            if (t == {} && !(t != u)) { set({7, {}}); }
+        }""", decls="typedef tuple<> empty_t;")
+    assert run(src, frame()) == [(0, frame(ethertype=7))]
+
+
+def test_a_serializable_enum_member_may_be_initialized_with_dots():
+    src = program("apply { Kind k = Kind.A; hdr.eth.type = (bit<8>)k ++ (bit<8>)Kind.B; }",
+                  decls="enum bit<8> Kind { A = ..., B = 2 }")
+    assert run(src, frame()) == [(0, frame(ethertype=0x0002))]
+
+
+@pytest.mark.parametrize("value, why", [
+    ("300", "the value 300 requires 9 bits but the underlying unsigned type bit<8> only contains 8 bits"),
+    ("-1", "the value -1 is negative, but the underlying type bit<8> is unsigned"),
+])
+def test_a_serializable_enum_value_out_of_its_types_range_is_refused(value, why):
+    src = program("apply { }", decls=f"enum bit<8> Kind {{ A = {value}, B = 2 }}")
+    line, col = line_col(src, value)
+    assert refused(src).startswith(
+        f"<string>:{line}:{col}: error: Kind.A: Serialized enum constant value {value} is out of bounds "
+        f"of the underlying type bit<8>; {why}")
+
+
+def test_a_declarator_with_a_size_declares_a_header_stack():
+    # `eth_t tags[2]` is p4c's declarator for eth_t[2] tags
+    src = """
+#include <core.p4>
+#include <v1model.p4>
+header tag_t { bit<8> v; }
+struct headers_t { tag_t tags[2]; }
+struct metadata_t { }
+parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.tags.next); pkt.extract(hdr.tags.next); transition accept; }
+}
+control V(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    apply {
+        tag_t copies[2] = hdr.tags;
+        hdr.tags[0].v = copies[1].v;
+        hdr.tags[1].v = copies[0].v;
+    }
+}
+control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.tags); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    assert compile_source(src, target="bmv2").new_pipeline().process(0, b"\x01\x02rest") == [(0, b"\x02\x01rest")]
+
+
+@pytest.mark.parametrize("declaration, marker", [
+    ("header data_t { bit<8> arr[16]; }", "[16]"),
+    ("header data_t { bit<8>[16] arr; }", "bit<8>[16]"),
+    ("struct s_t { bit<8> f; } header data_t { bit<8> f; } struct many_t { s_t[4] arr; }", "s_t[4]"),
+])
+def test_arrays_of_other_types_are_refused_naming_p4c_bm2_ss(declaration, marker):
+    # P4_16 1.2.5 and p4c's front end allow them (p4c's array1.p4, array2.p4); p4c-bm2-ss does not
+    src = program("apply { }", decls=declaration)
+    line, col = line_col(src, marker)
+    message = refused(src)
+    assert message.startswith(f"<string>:{line}:{col}: error: ")
+    assert "header stacks must hold headers or header unions" in message
+    assert "p4c-bm2-ss produces no BMv2 JSON for arrays of other types" in message
