@@ -225,3 +225,12 @@ def test_a_macro_call_left_open_is_refused_at_its_first_line():
     }""")
     line = text.splitlines().index("        SET(sm.egress_spec,") + 1
     assert located(text) == [(line, 1, "unterminated argument list of a macro call")]
+
+
+def test_an_annotation_without_arguments_may_precede_a_typedef_or_a_type():
+    # `@lab typedef bit<8> byte_t;` was a syntax error at the type's name: the scan for type
+    # names looked for typedef/type only after ';', '}' or ')'
+    text = program("""@lab typedef bit<8> byte_t;
+@lab type bit<9> port_t;
+""", """    apply { byte_t x = hdr.h.a; sm.egress_spec = (bit<9>)(port_t)(bit<9>)x; }""")
+    assert compile_source(text, "prog.p4").new_pipeline().process(0, bytes([5, 6])) == [(5, bytes([5, 6]))]

@@ -73,7 +73,8 @@ class _P4Lexer(Lexer):
                 if tok.value in type_names:
                     tok.type = "TYPE_IDENT"
                 elif tok.value == "type" and (prev is None or prev.value in (";", "}", ")")
-                                              or prev.type == "FREE_BODY") \
+                                              or prev.type == "FREE_BODY"
+                                              or (before is not None and before.value == "@")) \
                         and _NEWTYPE_FOLLOWS.match(data, tok.end_pos):
                     tok.type = "NEWTYPE"        # `type bit<8> T;` (elsewhere `type` is a name)
             elif t == "LT":
@@ -225,7 +226,7 @@ def scan_type_names(text):
                     take_params(j + 1)
         elif (t == "typedef" or (t == "type" and i + 2 < n and re.match(r"[A-Za-z_]", toks[i + 1])
                                  and (toks[i + 2] == "<" or re.match(r"[A-Za-z_]", toks[i + 2])))) \
-                and (i == 0 or toks[i - 1] in (";", "}", ")")):
+                and (i == 0 or toks[i - 1] in (";", "}", ")") or (i > 1 and toks[i - 2] == "@")):
             j = i + 1
             while j < n and toks[j] != ";":
                 j += 1
