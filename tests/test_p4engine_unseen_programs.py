@@ -227,6 +227,19 @@ def test_a_macro_call_left_open_is_refused_at_its_first_line():
     assert located(text) == [(line, 1, "unterminated argument list of a macro call")]
 
 
+def test_p4info_pkg_info_comes_from_the_main_package_annotations():
+    text = program("", "    apply { }").replace(
+        "V1Switch(P(), V(), I(), E(), C(), D()) main;",
+        '@pkginfo(name = "demo", version = "1.2", contact = "ops@example.org")\n'
+        '@platform_property(multicast_group_table_size = 64)\n'
+        '@brief("a demo") @owner("lab")\n'
+        "V1Switch(P(), V(), I(), E(), C(), D()) main;")
+    pkg = compile_source(text, "prog.p4").p4info.pkg_info
+    assert (pkg.name, pkg.version, pkg.contact, pkg.arch) == ("demo", "1.2", "ops@example.org", "v1model")
+    assert pkg.platform_properties.multicast_group_table_size == 64
+    assert list(pkg.annotations) == ['@owner("lab")'] and pkg.doc.brief == "a demo"
+
+
 def test_an_annotation_without_arguments_may_precede_a_typedef_or_a_type():
     # `@lab typedef bit<8> byte_t;` was a syntax error at the type's name: the scan for type
     # names looked for typedef/type only after ';', '}' or ')'

@@ -130,6 +130,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             loc = self.decls[-1].loc if self.decls else Loc(self.filename, 1, 1)
             self.err("the program declares no package instance 'main' (expected V1Switch(...) main;)", loc)
         self.build_pipeline(main.info)
+        self.out.package_annos = main.info[0].annos     # P4Info's pkg_info (@pkginfo, ...)
         self.resolve_uses()
         used = self.used_actions()
         self.out.calls_extern_functions = any(

@@ -28,6 +28,11 @@ from .p4info_annotations import add_annotations, add_documentation
 
 # shown in an action profile's own fields, so p4c leaves them out of its preamble
 SELECTOR_ANNOTATIONS = ("max_group_size", "selector_size_semantics", "max_member_weight")
+# the main package's annotations that become pkg_info fields: (keys, value kind)
+PACKAGE_PROPERTIES = {
+    "pkginfo": (("name", "version", "organization", "contact", "url", "arch"), "string"),
+    "platform_property": (("multicast_group_table_size", "multicast_group_table_total_replicas",
+                           "multicast_group_table_max_replicas_per_entry"), "int")}
 
 PREFIX = p4info_pb2.P4Ids
 MATCH_TYPES = {
@@ -264,7 +269,7 @@ class _Builder:
     def build(self):
         self.collect()
         p = self.p4info
-        p.pkg_info.arch = "v1model"
+        self.package_info(p.pkg_info, getattr(self.c, "package_annos", None))
         for t in self.tables:
             self.table(p.tables.add(), t)
         for a in self.actions:
@@ -288,6 +293,27 @@ class _Builder:
         return bool(self.tables or self.externs or getattr(self.c, "calls_extern_functions", False)
                     or any(a.runtime_params and a.name not in self.bound_params for a in self.actions)
                     or any(h[1].fields for h in self.headers))
+
+    def package_info(self, msg, annos):
+        """pkg_info as p4c fills it from the annotations of the main package instance: @pkginfo's
+        strings, @platform_property's integers, the others as annotations and doc."""
+        msg.arch = "v1model"
+        for a in annos or ():
+            if a.name not in PACKAGE_PROPERTIES:
+                continue
+            fields, kind = PACKAGE_PROPERTIES[a.name]
+            target = msg if a.name == "pkginfo" else msg.platform_properties
+            if a.name == "platform_property":
+                msg.platform_properties.SetInParent()
+            for kv in a.args:
+                if getattr(kv, "kind", None) != "kv" or kv.key not in fields:
+                    continue            # (p4c warns: unknown key)
+                if kv.value.kind != kind:
+                    raise P4Error(f"@{a.name}: the value for '{kv.key}' must be "
+                                  f"{'a string' if kind == 'string' else 'an integer'}", kv.loc)
+                setattr(target, kv.key, kv.value.value)
+        add_annotations(msg, annos, skip=tuple(PACKAGE_PROPERTIES))
+        add_documentation(msg, annos)
 
     def value_set(self, msg, v):
         """A parser value set as p4c lists it: a bit<W> element is one unnamed exact match

@@ -228,5 +228,6 @@ class Compiled:
         self.called_actions = set()      # actions called directly from a control body (not an action)
         self.applied_tables = set()      # tables whose apply() appears somewhere
         self.unapplied_blocks = set()    # sub-block instances nothing live applies (p4c removes them)
+        self.package_annos = []          # annotations of `V1Switch(...) main;`
         self.calls_extern_functions = False  # a live control calls mark_to_drop, hash, ... (P4Info's type_info)
         self.warnings = []               # [(file, line, col, message)] the compiler found
