@@ -240,6 +240,17 @@ def test_p4info_pkg_info_comes_from_the_main_package_annotations():
     assert list(pkg.annotations) == ['@owner("lab")'] and pkg.doc.brief == "a demo"
 
 
+def test_p4info_lists_a_new_types_annotations_but_its_translation():
+    text = program("""@p4runtime_translation("example.org/port", bit<16>) @lab_only
+type bit<9> port_id_t;
+""", """    action to(port_id_t p) { sm.egress_spec = (bit<9>)p; }
+    table t { key = { hdr.h.a : exact; } actions = { to; } }
+    apply { t.apply(); }""")
+    spec = compile_source(text, "prog.p4").p4info.type_info.new_types["port_id_t"]
+    assert list(spec.annotations) == ["@lab_only"]
+    assert spec.translated_type.uri == "example.org/port"
+
+
 def test_an_annotation_without_arguments_may_precede_a_typedef_or_a_type():
     # `@lab typedef bit<8> byte_t;` was a syntax error at the type's name: the scan for type
     # names looked for typedef/type only after ';', '}' or ')'

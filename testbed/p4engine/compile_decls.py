@@ -220,6 +220,7 @@ class DeclarationsMixin:
             if d.newtype and isinstance(t, T.BitT):
                 t = T.NewBitT(t.width, t.signed, d.name)
                 t.translation = self.p4runtime_translation(d)
+                t.annos = d.annos           # P4Info's type_info.new_types shows them
             self.types[d.name] = t
         elif k in ("header", "struct", "header_union"):
             if d.tparams:       # generic: specialized where it is used with type arguments

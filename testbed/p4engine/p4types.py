@@ -51,6 +51,7 @@ class NewBitT(BitT):
         super().__init__(width, signed)
         self.name = name
         self.translation = None     # (uri, controller width or None for string): @p4runtime_translation
+        self.annos = None           # the declaration's annotations
 
 
 def _same_as(cls):
