@@ -45,6 +45,18 @@ def test_a_plus_slice_with_a_variable_low_index_shifts_and_masks():
     assert run(src, frame(dst=0x2C, src=SRC_MAC)) == [(0, frame(dst=0xF0000000002C, src=SRC_MAC, ethertype=0x1))]
 
 
+def test_a_plus_slice_indexed_by_a_loop_variable():
+    # p4c's forloop5a.p4: p4c unrolls the loop, making each index a constant; the engine runs it
+    src = program("""
+        apply {
+            bit<16> sum = 0;
+            for (bit<8> i = 0; i < 48; i = i + 8) { sum = sum + (bit<16>)hdr.eth.src[i +: 8]; }
+            for (bit<8> i in 0 .. 1) { hdr.eth.dst[i +: 1] = 1; }
+            hdr.eth.type = sum;
+        }""")
+    assert run(src, frame(src=0x010203040506)) == [(0, frame(dst=0xAB, src=0x010203040506, ethertype=21))]
+
+
 def test_p4c_bm2_ss_refuses_a_plus_slice_with_a_variable_low_index():
     src = program("apply { bit<8> lo = 3; hdr.eth.type = hdr.eth.src[lo +: 16]; }")
     line, col = line_col(src, "hdr.eth.src[lo")
@@ -59,6 +71,21 @@ def test_a_plus_slice_written_through_an_inout_argument():
         action set_nibble(inout bit<4> n) { n = 0xa; }
         apply { bit<8> lo = 8; set_nibble(hdr.eth.src[lo +: 4]); set_nibble(hdr.eth.dst[0 +: 4]); }""")
     assert run(src, frame(src=SRC_MAC)) == [(0, frame(dst=0xAA, src=0x123456789ABC & ~0xF00 | 0xA00))]
+
+
+def test_a_plus_slice_key_needs_a_name_as_p4c_names_keys_before_rewriting_slices():
+    # p4c's TableKeyNames runs before StrengthReduction: it cannot name x[8 +: 8]
+    table = """
+        action fwd(bit<9> port) { sm.egress_spec = port; }
+        table t { key = { hdr.eth.src[8 +: 8] : exact NAME; } actions = { fwd; } const entries = { 0x9a : fwd(4); } }
+        apply { t.apply(); }"""
+    src = program(table.replace(" NAME", ""))
+    line, col = line_col(src, "hdr.eth.src[8")
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: hdr.eth.src[8+:8]: complex key expression "
+                                   "requires a @name annotation")
+    named = compile_source(program(table.replace("NAME", '@name("src_byte")')), target="bmv2")
+    assert [(m.name, m.bitwidth) for m in named.p4info.tables[0].match_fields] == [("src_byte", 8)]
+    assert named.new_pipeline().process(0, frame(src=SRC_MAC)) == [(4, frame(src=SRC_MAC))]
 
 
 @pytest.mark.parametrize("expression, marker, message", [
