@@ -116,3 +116,12 @@ def test_packet_too_short_keeps_what_was_extracted_and_the_unparsed_bytes():
     # before it, and ingress runs (src/bm_sim/parser.cpp, simple_switch.cpp ingress_thread)
     src = program(TWO_STATES)
     assert run(src, bytes.fromhex("0100" "1234")) == [(1, bytes.fromhex("010000" "0100" "1234"))]
+
+
+# ------------------------------------------------------------------ standard metadata
+
+def test_egress_reads_egress_spec_as_the_nine_bit_field_simple_switch_leaves():
+    # simple_switch's egress_thread sets egress_spec to drop_port + 1 (512); the field is
+    # bit<9>, so egress reads 0 (targets/simple_switch/simple_switch.cpp, fields.h's mask)
+    src = program(TWO_STATES, egress="hdr.h2.x = (bit<16>)sm.egress_spec; hdr.h2.c = (bit<16>)sm.egress_port;")
+    assert run(src, bytes.fromhex("0100" "ffffffff")) == [(1, bytes.fromhex("000001" "0100" "00000001"))]

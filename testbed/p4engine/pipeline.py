@@ -313,7 +313,9 @@ class Pipeline:
         S[deq_depth] = deq_qdepth & 0x7FFFF
         S[egress_ts] = now_us & 0xFFFFFFFFFFFF
         S[self._egress_port] = job.egress_port
-        S[self._egress_spec] = self.drop_port + 1
+        # simple_switch's egress_thread sets egress_spec to drop_port + 1 so that only an explicit
+        # drop matches; the 9-bit field keeps 512 as 0, which is what egress reads
+        S[self._egress_spec] = (self.drop_port + 1) & 0x1FF
         if self._qid is not None:
             S[self._qid] = job.priority
         S[self._packet_length] = job.packet_length
