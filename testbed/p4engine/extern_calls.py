@@ -239,6 +239,10 @@ def call_extern_func(self, fname, n, ctx):
             packed = f"{packed} + S[{H_PKT}][S[{H_POFF}]:]"
         value = f"{fn}({packed}) & {(1 << w) - 1:#x}"
         if fname.startswith("verify"):
+            from .hashes import OUTPUT_BITS
+            if w < OUTPUT_BITS.get(algo, 0):
+                # BMv2 compares the whole checksum with the narrower field (CalcBasedChecksum::verify_)
+                value = f"{fn}({packed})"
             em.line(f"if {value} != {as_uint(csum_s)}: S[{sm['checksum_error']}] = 1")
         else:
             self.store(csum, value, ctx, n.loc)

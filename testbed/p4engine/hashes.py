@@ -23,6 +23,9 @@ import binascii
 
 ALGORITHMS = ("crc16", "crc32", "crc16_custom", "crc32_custom", "identity", "csum16", "xor16",
               "crc8_custom", "crcCCITT", "xor32", "cksum16")
+# The widest value each algorithm returns (identity: its first 8 bytes).
+OUTPUT_BITS = {"crc16": 16, "crc32": 32, "crc16_custom": 16, "crc32_custom": 32, "identity": 64,
+               "csum16": 16, "xor16": 16, "crc8_custom": 8, "crcCCITT": 16, "xor32": 32, "cksum16": 16}
 # Declared in v1model's HashAlgorithm but not something BMv2 can compute.
 UNSUPPORTED = {"random": "BMv2 has no 'random' hash algorithm (simple_switch refuses such a program)"}
 
