@@ -136,3 +136,17 @@ def test_verify_checksum_compares_the_whole_checksum_with_a_narrower_field():
                   verify="verify_checksum(true, {hdr.h2.x}, hdr.h2.c, HashAlgorithm.crc32);")
     frame = bytes.fromhex("0100" "1234") + low.to_bytes(2, "big")
     assert run(src, frame) == [(1, bytes.fromhex("000101") + frame)]
+
+
+# ------------------------------------------------------------------ log_msg
+
+def test_log_msg_formats_as_bmv2s_primitive():
+    # src/bm_sim/core/primitives.cpp log_msg: any `{...}` takes the next value, `\\{` `\\}` are
+    # literal braces, values print in decimal as the field holds them (signed for int<W>)
+    src = program(TWO_STATES, ingress=r"""
+        int<8> s = (int<8>)hdr.h1.b;
+        log_msg("a={} s={name} \\{lit\\}", {hdr.h1.a, s});
+    """)
+    lines = []
+    compile_source(src).new_pipeline(log=lines.append).process(0, bytes.fromhex("02ff"))
+    assert "a=2 s=-1 {lit}" in lines

@@ -157,10 +157,27 @@ def packbits(acc, nbits):
 
 
 def logfmt(fmt, values):
-    """log_msg's formatting: each `{}` takes the next value."""
-    parts = fmt.split("{}")
-    out = [parts[0]]
-    for i, part in enumerate(parts[1:]):
-        out.append(str(values[i]) if i < len(values) else "{}")
-        out.append(part)
+    """log_msg's formatting as BMv2's core log_msg primitive does it: each `{...}` (whatever is
+    between the braces) takes the next value in decimal, `\\{` and `\\}` are literal braces."""
+    out, i, k, n = [], 0, 0, len(fmt)
+    while i < n:
+        c = fmt[i]
+        if c == "\\" and i + 1 < n and fmt[i + 1] in "{}":
+            out.append(fmt[i + 1])
+            i += 2
+        elif c == "{":
+            end = i
+            while True:
+                end = fmt.find("}", end + 1)
+                if end < 0 or fmt[end - 1] != "\\":
+                    break
+            if end < 0:                 # no closing brace: BMv2 stops the switch; keep the text
+                out.append(fmt[i:])
+                break
+            out.append(str(values[k]) if k < len(values) else fmt[i:end + 1])
+            k += 1
+            i = end + 1
+        else:
+            out.append(c)
+            i += 1
     return "".join(out)

@@ -254,8 +254,7 @@ def call_extern_func(self, fname, n, ctx):
         fmt = n.args[0].value
         vals = []
         if len(n.args) > 1:
-            data = self.expr(n.args[1], ctx)
-            vals = [code for code, _, _ in self.flatten(data, n.args[1].loc)]
+            vals = _log_values(self, self.expr(n.args[1], ctx), n.args[1].loc)
         em.line(f"if LOG is not None: LOG(logfmt({fmt!r}, ({', '.join(vals)}{',' if vals else ''})))")
         return None
     if fname in ("assert", "assume"):
@@ -265,6 +264,15 @@ def call_extern_func(self, fname, n, ctx):
         em.line(f"if not {c}: raise P4RuntimeFault({f'{fname} failed at {where}'!r})")
         return None
     self.err(f"extern function '{fname}' is not supported by this engine", n.loc)
+
+
+def _log_values(self, data, loc):
+    """log_msg's values: BMv2 prints a signed field as the signed number it holds."""
+    if data.kind == "list":
+        return [code for item in data.items for code in _log_values(self, item, loc)]
+    if data.kind in ("lv", "rv") and getattr(data.type, "signed", False):
+        return [f"({self.scalar(data, loc).code})"]
+    return [code for code, _, _ in self.flatten(data, loc)]
 
 
 def digest_info(self, data, n, declared=None):
