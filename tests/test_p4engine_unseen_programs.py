@@ -258,3 +258,21 @@ def test_an_annotation_without_arguments_may_precede_a_typedef_or_a_type():
 @lab type bit<9> port_t;
 """, """    apply { byte_t x = hdr.h.a; sm.egress_spec = (bit<9>)(port_t)(bit<9>)x; }""")
     assert compile_source(text, "prog.p4").new_pipeline().process(0, bytes([5, 6])) == [(5, bytes([5, 6]))]
+
+
+# ---------------------------------------------------------------- loops that never end
+def test_a_for_loop_that_never_ends_faults_its_packet_instead_of_holding_it_for_ever():
+    # p4c's forloop-bmv2 and p4-guide's loop tests, on a header byte of 255: i <= 255 holds for
+    # every bit<8> i, so the loop never ends (BMv2 would never finish the packet either)
+    from testbed.p4engine import P4RuntimeFault
+    text = program("", """    apply {
+        bit<8> n = 0;
+        for (bit<8> i = 1; i <= hdr.h.a; i = i + 1) { n = n + 1; }
+        hdr.h.b = n;
+        sm.egress_spec = 2;
+    }""")
+    pipe = compile_source(text, "prog.p4").new_pipeline()
+    assert pipe.process(0, bytes([3, 0])) == [(2, bytes([3, 3]))]
+    line = text.splitlines().index("        for (bit<8> i = 1; i <= hdr.h.a; i = i + 1) { n = n + 1; }") + 1
+    with pytest.raises(P4RuntimeFault, match=f"the for loop at prog.p4:{line} ran 1048576 passes"):
+        pipe.process(0, bytes([255, 0]))

@@ -4,6 +4,8 @@ from .codegen import slot_add
 from .compile_values import agg, lv
 from .syntax import Node
 
+MAX_LOOP_PASSES = 1 << 20       # passes of one run of a for loop before its packet faults
+
 
 class StatementsMixin:
     """Compiler methods; the Compiler (compiler.py) provides the state they use."""
@@ -94,10 +96,16 @@ class StatementsMixin:
             self.limits.loop(s)
         for item in s.init:
             self.stmt(item, c)
-        first = c.temp()
+        first, passes = c.temp(), c.temp()
         em.line(f"{first} = True")
+        em.line(f"{passes} = 0")
         em.line("while True:")
         em.indent()
+        # a loop whose condition never fails (i <= 255 on bit<8>) would hold the packet for
+        # ever, as on BMv2: the packet faults instead, naming the loop
+        em.line(f"{passes} += 1")
+        em.line(f"if {passes} > {MAX_LOOP_PASSES}: raise P4RuntimeFault("
+                f"{f'the for loop at {s.loc.file}:{s.loc.line} ran {MAX_LOOP_PASSES} passes without ending'!r})")
         em.line(f"if not {first}:")
         em.indent()
         mark = em.mark()
