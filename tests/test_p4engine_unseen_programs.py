@@ -276,3 +276,17 @@ def test_a_for_loop_that_never_ends_faults_its_packet_instead_of_holding_it_for_
     line = text.splitlines().index("        for (bit<8> i = 1; i <= hdr.h.a; i = i + 1) { n = n + 1; }") + 1
     with pytest.raises(P4RuntimeFault, match=f"the for loop at prog.p4:{line} ran 1048576 passes"):
         pipe.process(0, bytes([255, 0]))
+
+
+def test_p4info_folds_a_structured_annotations_values_as_p4c_does():
+    text = program("", """    @Limits[1, "x", 5 + 6, 1 == 2] @Ranges[low = 2 * 3, on = !false]
+    table t { key = { hdr.h.a : exact; } actions = { NoAction; } }
+    apply { t.apply(); }""")
+    table = compile_source(text, "prog.p4").p4info.tables[0]
+    limits, ranges = table.preamble.structured_annotations
+    assert [e.WhichOneof("value") for e in limits.expression_list.expressions] == \
+        ["int64_value", "string_value", "int64_value", "bool_value"]
+    assert [e.int64_value for e in limits.expression_list.expressions][::2] == [1, 11]
+    assert limits.expression_list.expressions[3].bool_value is False
+    assert [(kv.key, kv.value.int64_value or kv.value.bool_value) for kv in ranges.kv_pair_list.kv_pairs] == \
+        [("low", 6), ("on", True)]

@@ -67,9 +67,37 @@ def _structured(msg, a):
 
 
 def _value(expr, node):
-    if node.kind == "string":
-        expr.string_value = node.value
-    elif node.kind == "bool":
-        expr.bool_value = bool(node.value)
-    elif node.kind == "int":
-        expr.int64_value = node.value
+    value = _literal(node)
+    if isinstance(value, str):
+        expr.string_value = value
+    elif isinstance(value, bool):
+        expr.bool_value = value
+    elif isinstance(value, int):
+        expr.int64_value = value
+
+
+_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+        "/": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None,
+        "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b, "&": lambda a, b: a & b,
+        "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "==": lambda a, b: a == b,
+        "!=": lambda a, b: a != b, "<": lambda a, b: a < b, ">": lambda a, b: a > b,
+        "<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "&&": lambda a, b: a and b,
+        "||": lambda a, b: a or b}
+
+
+def _literal(node):
+    """A structured annotation's value, folded as p4c's front end folds it (5+6 is 11, 1==2
+    false); None where it is not made of literals."""
+    if node.kind in ("string", "bool", "int"):
+        return node.value
+    if node.kind == "unop":
+        v = _literal(node.expr)
+        if v is None or isinstance(v, str):
+            return None
+        return {"!": lambda: not v, "-": lambda: -v, "~": lambda: ~v}[node.op]()
+    if node.kind == "binop" and node.op in _OPS:
+        a, b = _literal(node.left), _literal(node.right)
+        if a is None or b is None or isinstance(a, str) or isinstance(b, str):
+            return None
+        return _OPS[node.op](a, b)
+    return None
