@@ -150,3 +150,27 @@ def test_log_msg_formats_as_bmv2s_primitive():
     lines = []
     compile_source(src).new_pipeline(log=lines.append).process(0, bytes.fromhex("02ff"))
     assert "a=2 s=-1 {lit}" in lines
+
+
+# ------------------------------------------------------------------ clone sessions in STF
+
+def test_stf_clone_session_follows_later_changes_to_its_multicast_group():
+    # simple_switch's mirroring session keeps the group id (MirroringSessionConfig.mgid) and
+    # replicates through the PRE when a packet is cloned, so nodes associated later count (an
+    # I2E clone is the received packet parsed again: no `o` header)
+    import io
+    from testbed.p4engine.stf import run_stf_text
+    src = program(TWO_STATES, ingress="clone(CloneType.I2E, 8);",
+                  egress="if (sm.instance_type == 1) { hdr.h1.b = (bit<8>)sm.egress_rid; }")
+    stf = """
+mc_mgrp_create 3
+mirroring_add_mc 8 3
+mc_node_create 7 4 5
+mc_node_associate 3 0
+packet 0 0200
+expect 1 000000 0200
+expect 4 0207
+expect 5 0207
+"""
+    out = io.StringIO()
+    assert run_stf_text(compile_source(src).new_pipeline(), stf, out=out, filename="t.stf") == 0, out.getvalue()

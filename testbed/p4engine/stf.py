@@ -92,6 +92,7 @@ class StfRunner:
         self.entry_ids = {}       # `= ID` of add -> (table, entry)
         self.mc_groups = {}       # mgrp -> [node handles]
         self.mc_nodes = {}        # handle -> (rid, [ports])
+        self.mc_sessions = {}     # clone session -> the multicast group it replicates to
         self.implicit_members = {}
         self.packets_in = 0
         self._t0 = time.monotonic()
@@ -318,16 +319,20 @@ class StfRunner:
 
     def do_mirroring_add(self, cmd):
         session, port = self._ints(cmd, 2, widths=(("session", 32), ("port", PORT_WIDTH)))
+        self.mc_sessions.pop(session, None)
         self.pipeline.set_clone_session(session, [(port, 0)])
 
     def do_mirroring_add_mc(self, cmd):
         session, mgrp = self._ints(cmd, 2, widths=(("session", 32), ("group", 16)))
         if mgrp not in self.mc_groups:
             raise StfError(f"multicast group {mgrp} does not exist (create it with mc_mgrp_create)")
+        # BMv2's session names the group: later changes to the group reach its clones
+        self.mc_sessions[session] = mgrp
         self.pipeline.set_clone_session(session, self._replicas(mgrp))
 
     def do_mirroring_delete(self, cmd):
         (session,) = self._ints(cmd, 1)
+        self.mc_sessions.pop(session, None)
         self.pipeline.delete_clone_session(session)
 
     def do_mirroring_get(self, cmd):
@@ -345,6 +350,7 @@ class StfRunner:
         if self.mc_groups.pop(mgrp, None) is None:
             raise StfError(f"multicast group {mgrp} does not exist")
         self.pipeline.delete_mc_group(mgrp)
+        self._push_groups()
 
     def do_mc_node_create(self, cmd):
         values = self._ints(cmd, widths=(("rid", 16), ("port", PORT_WIDTH)))
@@ -382,19 +388,19 @@ class StfRunner:
         if any(handle in nodes for nodes in self.mc_groups.values()):
             raise StfError(f"multicast node {handle} is already associated")
         self.mc_groups[mgrp].append(handle)
-        self.pipeline.set_mc_group(mgrp, self._replicas(mgrp))
+        self._push_groups()
 
     def do_mc_node_dissociate(self, cmd):
         mgrp, handle = self._ints(cmd, 2)
         if handle not in self.mc_groups.get(mgrp, []):
             raise StfError(f"node {handle} is not in multicast group {mgrp}")
         self.mc_groups[mgrp].remove(handle)
-        self.pipeline.set_mc_group(mgrp, self._replicas(mgrp))
+        self._push_groups()
 
     def _replicas(self, mgrp):
         # BMv2's PRE: nodes in association order, each node's ports in ascending order.
         out = []
-        for handle in self.mc_groups[mgrp]:
+        for handle in self.mc_groups.get(mgrp, ()):
             rid, ports = self.mc_nodes[handle]
             out.extend((port, rid) for port in ports)
         return out
@@ -402,6 +408,8 @@ class StfRunner:
     def _push_groups(self):
         for mgrp in self.mc_groups:
             self.pipeline.set_mc_group(mgrp, self._replicas(mgrp))
+        for session, mgrp in self.mc_sessions.items():
+            self.pipeline.set_clone_session(session, self._replicas(mgrp))
 
     # -- registers, counters, meters
     def do_register_read(self, cmd):
