@@ -246,3 +246,82 @@ def test_arrays_of_other_types_are_refused_naming_p4c_bm2_ss(declaration, marker
     assert message.startswith(f"<string>:{line}:{col}: error: ")
     assert "header stacks must hold headers or header unions" in message
     assert "p4c-bm2-ss produces no BMv2 JSON for arrays of other types" in message
+
+
+# ------------------------------------------------------------------ more of p4c's grammar
+
+def test_shift_right_assignment():
+    # `>>` is two '>' tokens (to close type argument lists), so `>>=` was a syntax error
+    src = program("""
+        apply {
+            bit<8> n = 4;
+            hdr.eth.src >>= n;
+            hdr.eth.dst >>=1;
+            bit<16> t = hdr.eth.type;
+            t <<= 4;
+            t >>= 8w2;
+            hdr.eth.type = t;
+            bool b = hdr.eth.type >= 3 && t>=2;
+            if (b) { hdr.eth.type = hdr.eth.type >> 1; }
+        }""")
+    assert run(src, frame(src=SRC_MAC)) == [(0, frame(dst=0x55, src=SRC_MAC >> 4, ethertype=0x1000))]
+
+
+def test_a_serializable_enum_over_a_typedef_and_widths_named_by_constants():
+    # p4c's issue2391.p4 and cfoldBitTypedefs.p4: enum EthT EthTypes { ... }, bit<v1>, bit<v4[7:0] - v1>
+    src = program("""
+        apply {
+            EthTypes e = EthTypes.ARP;
+            wide_t w = (wide_t)(bit<16>)e;
+            narrow_t n = 3;
+            hdr.eth.type = (bit<16>)w + (bit<16>)n;
+            hdr.eth.src = (bit<48>)(bit<W_BITS * 2>)0xffffff;
+        }""", decls="""
+        typedef bit<16> base_t;
+        typedef base_t EthT;
+        enum EthT EthTypes { IPv4 = 0x0800, ARP = 0x0806 }
+        const bit<8> W_BITS = 8;
+        const bit<8> v1 = 24;
+        typedef bit<v1> wide_t;
+        typedef bit<v1[7:0] - W_BITS - 14> narrow_t;""")
+    assert run(src, frame()) == [(0, frame(src=0xFFFF, ethertype=0x0809))]
+
+
+def test_annotated_for_loops():
+    # p4c's forloop8.p4 / forloop9.p4: @unroll and @no_unroll before a for statement
+    src = program("""
+        apply {
+            bit<16> sum = 0;
+            @unroll
+            for (bit<8> i = 20; i != 0; i -= 2) { sum = sum + (bit<16>)i; }
+            @no_unroll for (bit<8> j in 1 .. 3) { sum = sum + (bit<16>)j; }
+            hdr.eth.type = sum;
+        }""")
+    assert run(src, frame()) == [(0, frame(ethertype=110 + 6))]
+
+
+def test_pragma_is_an_annotation_to_the_end_of_the_line():
+    # `@pragma name "x"` is p4c's spelling of @name("x"); `@pragma tableonly` of @tableonly
+    src = program("""
+        @pragma name "forward"
+        action fwd(bit<9> port) { sm.egress_spec = port; }
+        @pragma noSideEffects
+        action other() { }
+        table t {
+            key = { hdr.eth.type : exact; }
+            actions = {
+                @pragma tableonly
+                fwd;
+                @pragma defaultonly
+                other;
+            }
+            const entries = { 0x0800 : fwd(5); }
+            default_action = other;
+        }
+        apply { t.apply(); }""")
+    prog = compile_source(src)
+    assert sorted(a.preamble.name for a in prog.p4info.actions) == ["I.forward", "I.other"]
+    refs = {r.id: r.scope for r in prog.p4info.tables[0].action_refs}
+    names = {a.preamble.id: a.preamble.name for a in prog.p4info.actions}
+    assert {names[i]: s for i, s in refs.items()} == {"I.forward": 1, "I.other": 2}   # TABLE_ONLY, DEFAULT_ONLY
+    assert prog.new_pipeline().process(0, frame()) == [(5, frame())]

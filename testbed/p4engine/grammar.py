@@ -30,7 +30,13 @@ base_type: "bool"                      -> t_bool
          | "int" _lt width _gt         -> t_int
          | "int"                       -> t_infint
          | "varbit" _lt width _gt      -> t_varbit
-width: INT | "(" expr ")"
+width: "(" expr ")" | width_sum       // p4c's nonGrtExpression: bit<W>, bit<N + 1>, bit<c.f[7:0]>
+?width_sum: width_prod | width_sum (PLUS | MINUS) width_prod -> binop
+?width_prod: width_atom | width_prod MULOP width_atom -> binop
+?width_atom: INT -> int_lit
+           | nontype_name -> name_ref
+           | width_atom "[" expr ":" expr "]" -> slice
+           | width_atom "." member_name -> member
 named_type: TYPE_IDENT
 spec_type: TYPE_IDENT _lt type_list _gt
 type_list: type_arg ("," type_arg)*
@@ -121,8 +127,8 @@ switch_stmt: "switch" "(" expr ")" "{" switch_case* "}"
 switch_case: switch_label ":" block?
 ?switch_label: "default" -> sw_default | expr | TYPE_IDENT   // a constant expression, or an action name
 var_decl: [annotations] type_ref member_name [dims] ("=" expr)? ";"
-for_stmt: "for" "(" for_items ";" [expr] ";" for_items ")" _stmt
-        | "for" "(" [annotations] type_ref member_name "in" for_collection ")" _stmt -> for_in
+for_stmt: [annotations] "for" "(" for_items ";" [expr] ";" for_items ")" _stmt    // @unroll for (...)
+        | [annotations] "for" "(" [annotations] type_ref member_name "in" for_collection ")" _stmt -> for_in
 ?for_collection: expr | expr ".." expr -> for_range
 for_items: [for_item ("," for_item)*]
 ?for_item: [annotations] type_ref member_name "=" expr -> for_var

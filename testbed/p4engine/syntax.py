@@ -58,9 +58,14 @@ class _P4Lexer(Lexer):
 
     def lex(self, data):
         type_names = _CURRENT.type_names
+        data = _PRAGMA.sub(_pragma_as_annotation, data)
         prev = before = None
         state = LexerState(data)
+        merge_next = False
         for tok in self.basic.lex(state, None):
+            if merge_next:          # the '>=' of a `>>=` already yielded
+                merge_next = False
+                continue
             t = tok.type
             if t == "LPAR" and before is not None and before.value == "@" \
                     and _IDENT.fullmatch(prev.value) and prev.value not in _PARSED_ANNOTATIONS:
@@ -83,7 +88,10 @@ class _P4Lexer(Lexer):
                         or _type_args_follow(data, tok.end_pos, type_names)):
                     tok.type = "TLT"
             elif t == "GT":
-                if data.startswith(">", tok.end_pos):
+                if data.startswith(">=", tok.end_pos):     # `x >>= n`: '>' then '>=' from the lexer
+                    tok = Token.new_borrow_pos("OPASSIGN", ">>=", tok)
+                    t, merge_next = tok.type, True
+                elif data.startswith(">", tok.end_pos):
                     tok.type = "SHR_GT"
             elif t == "LBRACE" and prev is not None and prev.value in _VALUE_BRACE_AFTER \
                     and _struct_expression_at(data, tok.end_pos):
@@ -102,6 +110,19 @@ _PARSED_ANNOTATIONS = {
     "max_member_weight"}
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _BODY_STOP = re.compile(r'"(?:\\.|[^"\\\n])*"|[()]')
+
+
+# `@pragma NAME BODY` (to the end of the line) is p4c's other spelling of @NAME(BODY)
+_PRAGMA = re.compile(r"@pragma[ \t]+([A-Za-z_]\w*)[ \t]*([^\n]*)")
+
+
+def _pragma_as_annotation(m):
+    """@NAME(BODY), its body kept at its column (the line grows by the closing parenthesis)."""
+    name, body = m.group(1), m.group(2).rstrip()
+    if not body:
+        return "@" + name + " " * (len(m.group(0)) - len(name) - 1)
+    pad = m.start(2) - m.start(0) - len(name) - 2
+    return "@" + name + "(" + " " * pad + body + ")"
 
 
 def _free_body_end(data, pos):
@@ -210,6 +231,8 @@ def scan_type_names(text):
                 while j < n and toks[j] != ">":
                     j += 1
                 j += 1
+            elif t == "enum" and j + 2 < n and toks[j + 2] == "{" and re.match(r"[A-Za-z_]", toks[j + 1]):
+                j += 1      # enum T Name { ... }: T a typedef of bit<W>
             if j < n and re.match(r"[A-Za-z_]", toks[j]):
                 if t == "extern":
                     # extern Name {  /  extern Name<...> {  => type; otherwise a function
@@ -811,12 +834,13 @@ class AstBuilder(Transformer):
 
     @v_args(meta=True)
     def for_stmt(self, meta, ch):
-        return Node("for", self._loc(meta), init=ch[0], cond=ch[1], update=ch[2], body=ch[3])
+        # ch[0]: the statement's annotations (@unroll, @no_unroll: hints the engine has no use for)
+        return Node("for", self._loc(meta), init=ch[1], cond=ch[2], update=ch[3], body=ch[4])
 
     @v_args(meta=True)
     def for_in(self, meta, ch):
-        return Node("for_in", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]),
-                    collection=ch[3], body=ch[4])
+        return Node("for_in", self._loc(meta), annos=self._annos(ch[1]), type=ch[2], name=str(ch[3]),
+                    collection=ch[4], body=ch[5])
 
     @v_args(meta=True)
     def for_range(self, meta, ch):
