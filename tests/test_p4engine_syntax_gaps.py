@@ -325,3 +325,49 @@ def test_pragma_is_an_annotation_to_the_end_of_the_line():
     names = {a.preamble.id: a.preamble.name for a in prog.p4info.actions}
     assert {names[i]: s for i, s in refs.items()} == {"I.forward": 1, "I.other": 2}   # TABLE_ONLY, DEFAULT_ONLY
     assert prog.new_pipeline().process(0, frame()) == [(5, frame())]
+
+
+def test_a_parenthesized_mask_range_or_default_is_a_keyset_of_one():
+    # p4c's reducedSimpleKeysetExpression (issue2514.p4): (a &&& m), (lo .. hi), (_), (default)
+    src = """
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+header tag_t { bit<8> v; }
+struct headers_t { eth_t eth; tag_t tag; }
+struct metadata_t { }
+parser P(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.eth);
+        transition select(hdr.eth.type) { (0x0800 &&& 0xff00) : tag; (default) : accept; }
+    }
+    state tag { pkt.extract(hdr.tag); transition accept; }
+}
+control V(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control I(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    action fwd(bit<9> port) { sm.egress_spec = port; }
+    table t {
+        key = { hdr.eth.type : range; }
+        actions = { fwd; }
+        const entries = { (0x0800 .. 0x08ff) : fwd(2); (_) : fwd(3); }
+    }
+    apply { t.apply(); if (hdr.tag.isValid()) { hdr.tag.v = hdr.tag.v + 1; } }
+}
+control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.tag); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    pipe = compile_source(src, target="bmv2").new_pipeline()
+    ipv4 = frame(ethertype=0x0842)
+    assert pipe.process(0, ipv4) == [(2, ipv4[:14] + bytes([ipv4[14] + 1]) + ipv4[15:])]
+    other = frame(ethertype=0x86DD)
+    assert pipe.process(0, other) == [(3, other)]
+
+
+def test_a_named_argument_may_be_left_out_with_an_underscore():
+    # p4c's issue3274.p4: f(x = 1, y = _) for an out parameter
+    src = program("""
+        action two(in bit<16> x, out bit<16> y) { y = x + 1; hdr.eth.type = x; }
+        apply { two(y = _, x = 7); bit<16> z; two(x = 9, y = z); hdr.eth.src = (bit<48>)z; }""")
+    assert run(src, frame()) == [(0, frame(src=10, ethertype=9))]

@@ -89,6 +89,11 @@ transition: "transition" any_name ";"             -> trans_direct
 select_expr: "select" "(" expr_list ")" "{" select_case* "}"
 select_case: keyset ":" any_name ";"
 ?keyset: keyset_elem | "(" keyset_elem ("," keyset_elem)+ ")" -> keyset_tuple
+       | "(" keyset_reduced ")" -> keyset_tuple      // (m &&& k): a tuple of one, as in p4c
+?keyset_reduced: expr "&&&" expr -> ks_mask
+               | expr ".." expr  -> ks_range
+               | "default"       -> ks_default
+               | "_"             -> ks_default
 ?keyset_elem: expr
             | expr "&&&" expr -> ks_mask
             | expr ".." expr  -> ks_range
@@ -144,6 +149,7 @@ list_items: [expr ("," expr)* ","?] | ","      // p4c's optTrailingComma (even `
 named_item: any_name "=" expr
 args: [arg ("," arg)*]
 ?arg: expr | any_name "=" expr -> named_arg | "_" -> dontcare_arg
+    | any_name "=" "_" -> named_dontcare_arg
 
 ?expr: ternary
 ?ternary: lor | lor "?" expr ":" ternary -> cond

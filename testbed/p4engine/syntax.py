@@ -909,6 +909,10 @@ class AstBuilder(Transformer):
         return Node("dontcare", self._loc(meta))
 
     @v_args(meta=True)
+    def named_dontcare_arg(self, meta, ch):     # f(x = 1, y = _)
+        return Node("named_arg", self._loc(meta), name=str(ch[0]), value=Node("dontcare", self._loc(meta)))
+
+    @v_args(meta=True)
     def cond(self, meta, ch):
         return Node("cond", self._loc(meta), cond=ch[0], a=ch[1], b=ch[2])
 
