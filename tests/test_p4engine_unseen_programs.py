@@ -290,3 +290,11 @@ def test_p4info_folds_a_structured_annotations_values_as_p4c_does():
     assert limits.expression_list.expressions[3].bool_value is False
     assert [(kv.key, kv.value.int64_value or kv.value.bool_value) for kv in ranges.kv_pair_list.kv_pairs] == \
         [("low", 6), ("on", True)]
+
+
+def test_a_package_argument_naming_an_undeclared_control_is_an_unknown_name():
+    # kevinbird61/p4-researching's NetCache forgets to include its checksum controls
+    text = program("", "    apply { }").replace("V1Switch(P(), V(),", "V1Switch(P(), verify_checksums(),")
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "verify_checksums()" in l)
+    col = text.splitlines()[line - 1].index("verify_checksums") + 1
+    assert located(text) == [(line, col, "unknown name 'verify_checksums'")]

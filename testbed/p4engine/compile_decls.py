@@ -441,6 +441,10 @@ class DeclarationsMixin:
                     if s is None or s.kind != "block_inst":
                         self.err(f"'{a.name}' is not a parser or control instance", a.loc)
                     args.append(s.info)
+                elif a.kind == "call" and a.func.kind == "name" and self.globals.lookup(a.func.name) is None \
+                        and a.func.name not in self.blocks:
+                    # (a name no declaration gives, so the parser read a call, not a constructor)
+                    self.err(f"unknown name '{a.func.name}'", a.loc)
                 else:
                     self.err("package arguments must be parser/control instantiations like MyIngress()", a.loc)
             if bt.name != "V1Switch":
