@@ -174,3 +174,73 @@ expect 5 0207
 """
     out = io.StringIO()
     assert run_stf_text(compile_source(src).new_pipeline(), stf, out=out, filename="t.stf") == 0, out.getvalue()
+
+
+# ------------------------------------------------------------------ the PRE (simple_switch.cpp)
+
+PRE_PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> op; bit<8> it; bit<16> plen; bit<16> inport; bit<8> m1; bit<8> m2; bit<16> rid; }
+struct H { h_t h; }
+struct M { @field_list(1) bit<8> a; @field_list(1, 2) bit<8> b; }
+parser P(packet_in pkt, out H hdr, inout M m, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control V(inout H hdr, inout M m) { apply { } }
+control I(inout H hdr, inout M m, inout standard_metadata_t sm) { apply {
+    sm.egress_spec = 2;
+    if (sm.instance_type == 0) {
+        m.a = 0xaa; m.b = 0xbb;
+        if (hdr.h.op == 1) { clone_preserving_field_list(CloneType.I2E, 5, 1); }
+        if (hdr.h.op == 2) { resubmit_preserving_field_list(2); }
+        if (hdr.h.op == 5) { sm.mcast_grp = 3; clone_preserving_field_list(CloneType.I2E, 5, 2); }
+    } else {
+        hdr.h.it = (bit<8>)sm.instance_type; hdr.h.plen = (bit<16>)sm.packet_length;
+        hdr.h.inport = (bit<16>)sm.ingress_port; hdr.h.m1 = m.a; hdr.h.m2 = m.b;
+        if (sm.instance_type == 4) { sm.egress_spec = 3; }
+    }
+} }
+control E(inout H hdr, inout M m, inout standard_metadata_t sm) { apply {
+    if (sm.instance_type == 1 || sm.instance_type == 2 || sm.instance_type == 5) {
+        hdr.h.it = (bit<8>)sm.instance_type; hdr.h.plen = (bit<16>)sm.packet_length;
+        hdr.h.inport = (bit<16>)sm.ingress_port; hdr.h.m1 = m.a; hdr.h.m2 = m.b; hdr.h.rid = sm.egress_rid;
+    }
+    if (sm.instance_type == 0 && hdr.h.op == 3) {
+        m.a = 1; m.b = 2; clone_preserving_field_list(CloneType.E2E, 5, 2); hdr.h.op = 0x33;
+    }
+    if (sm.instance_type == 0 && hdr.h.op == 4) {
+        m.a = 1; m.b = 2; recirculate_preserving_field_list(1); hdr.h.op = 0x44; truncate(4);
+    }
+    if (sm.instance_type == 0 && hdr.h.op == 6) { clone_preserving_field_list(CloneType.E2E, 5, 2); mark_to_drop(sm); }
+} }
+control C(inout H hdr, inout M m) { apply { } }
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_clones_resubmit_recirculate_and_multicast_carry_what_simple_switch_carries():
+    # simple_switch.cpp: every copy but a multicast replica starts from reset metadata (so
+    # ingress_port 0) plus its field list; I2E clones and resubmits are the received packet
+    # parsed again, E2E clones keep egress's headers; packet_length is the received length
+    # (the deparsed length after recirculate); truncate does not reach a recirculated copy;
+    # an E2E clone is made even when the packet is then dropped
+    pipeline = compile_source(PRE_PROGRAM).new_pipeline()
+    pipeline.set_clone_session(5, [(7, 0)])
+    pipeline.set_mc_group(3, [(8, 11), (9, 12)])
+
+    def send(op):
+        return [(port, frame.hex()) for port, frame in
+                pipeline.process(4, bytes([op]) + bytes(9) + b"PAYLOAD")]
+    payload = b"PAYLOAD".hex()
+    assert send(1) == [(7, "01" "01" "0011" "0000" "aa" "bb" "0000" + payload),
+                       (2, "01" "00" "0000" "0000" "00" "00" "0000" + payload)]
+    assert send(2) == [(2, "02" "06" "0011" "0000" "00" "bb" "0000" + payload)]
+    assert send(3) == [(2, "33" "00" "0000" "0000" "00" "00" "0000" + payload),
+                       (7, "33" "02" "0011" "0000" "00" "02" "0000" + payload)]
+    assert send(4) == [(3, "44" "04" "0011" "0000" "01" "02" "0000" + payload)]
+    assert send(5) == [(7, "05" "01" "0011" "0000" "00" "bb" "0000" + payload),
+                       (8, "05" "05" "0011" "0004" "aa" "bb" "000b" + payload),
+                       (9, "05" "05" "0011" "0004" "aa" "bb" "000c" + payload)]
+    assert send(6) == [(7, "06" "02" "0011" "0000" "00" "bb" "0000" + payload)]
