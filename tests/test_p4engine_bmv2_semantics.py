@@ -244,3 +244,47 @@ def test_clones_resubmit_recirculate_and_multicast_carry_what_simple_switch_carr
                        (8, "05" "05" "0011" "0004" "aa" "bb" "000b" + payload),
                        (9, "05" "05" "0011" "0004" "aa" "bb" "000c" + payload)]
     assert send(6) == [(7, "06" "02" "0011" "0000" "00" "bb" "0000" + payload)]
+
+
+# ------------------------------------------------------------------ direct meters
+
+def test_a_direct_meter_colours_its_read_destination_when_the_table_hits():
+    # p4c-bm2-ss turns dm.read(dst) into the meter's result_target and drops the call; BMv2
+    # writes the colour into dst on a hit, before the entry's action runs, whatever that action
+    # is (src/bm_sim/match_tables.cpp); a miss leaves dst alone
+    from testbed.p4engine.tables import ActionCall, Exact
+    src = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> k; bit<8> c; }
+struct H { h_t h; }
+struct M { bit<8> color; }
+parser P(packet_in pkt, out H hdr, inout M m, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control V(inout H hdr, inout M m) { apply { } }
+control I(inout H hdr, inout M m, inout standard_metadata_t sm) {
+    direct_meter<bit<8>>(MeterType.packets) dm;
+    action reads() { dm.read(m.color); }
+    action overwrites() { m.color = 9; dm.read(m.color); }
+    action other() { }
+    table t {
+        key = { hdr.h.k : exact; }
+        actions = { reads; overwrites; other; }
+        meters = dm;
+        default_action = other();
+    }
+    apply { m.color = 7; t.apply(); hdr.h.c = m.color; sm.egress_spec = 1; }
+}
+control E(inout H hdr, inout M m, inout standard_metadata_t sm) { apply { } }
+control C(inout H hdr, inout M m) { apply { } }
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    pipeline = compile_source(src).new_pipeline()
+    table = pipeline.tables["I.t"]
+    for key, action in ((1, "I.reads"), (2, "I.overwrites"), (3, "I.other")):
+        table.insert([Exact(key)], ActionCall(action, {}))
+    colour = {k: pipeline.process(0, bytes([k, 0]))[0][1][1] for k in (1, 2, 3, 4)}
+    # an unconfigured meter is GREEN (0); the miss (4) keeps 7
+    assert colour == {1: 0, 2: 9, 3: 0, 4: 7}

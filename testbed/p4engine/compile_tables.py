@@ -363,6 +363,8 @@ class TablesMixin:
                             for _, _, v, vs in info.selector_keys) + ","
             extra = f", S[{sm['packet_length']}], S[{H_NOW}], ({sel})"
         em.line(f"a, hit, e = {tname}.lookup(({keys}){extra})")
+        for slot, mask in sorted(getattr(info.direct_meter, "read_slots", ())):
+            em.line(f"if hit: S[{slot}] = {info.direct_meter.pyname}.color & {mask:#x}")   # see direct_meter.read
         em.line("n = a.action")
         em.line(f"{dname}[n](S, a.args)")
         em.line("return hit, n")

@@ -53,6 +53,12 @@ def call_extern_method(self, info, name, n, ctx):
         target = self.out_target(n.args[0], ctx, "direct_meter.read's result")
         if self.limits is not None:
             self.limits.direct_meter_read(info, ctx.action.name if ctx.action else None, n.args[0])
+        if target.kind == "lv" and isinstance(target.slot, int) and getattr(target.type, "width", None):
+            # p4c-bm2-ss makes the destination the meter's result_target and drops the call:
+            # BMv2 writes the colour there when the table hits, before the action runs
+            # (MatchTableAbstract::apply_action in src/bm_sim/match_tables.cpp); the table does
+            info.read_slots = getattr(info, "read_slots", set()) | {(target.slot, (1 << target.type.width) - 1)}
+            return None
         cur = self.scalar(target, n.loc)
         self.store(target, f"{x}.read({as_uint(cur)})", ctx, n.loc)
         return None
