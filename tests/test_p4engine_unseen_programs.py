@@ -298,3 +298,36 @@ def test_a_package_argument_naming_an_undeclared_control_is_an_unknown_name():
     line = next(i for i, l in enumerate(text.splitlines(), 1) if "verify_checksums()" in l)
     col = text.splitlines()[line - 1].index("verify_checksums") + 1
     assert located(text) == [(line, col, "unknown name 'verify_checksums'")]
+
+
+# ---------------------------------------------------------------- --target bmv2
+def test_bmv2_takes_a_sub_control_of_checksum_updates_applied_in_compute_checksum():
+    # ONOS fabric.p4 (WITH_SPGW) applies update_gtpu_checksum in its computeChecksum control;
+    # p4c inlines it, so p4c-bm2-ss sees update_checksum calls only. Other statements stay refused.
+    text = HEAD.replace("struct H { h_t h; }", "struct H { h_t h; h_t g; }") + """
+parser P(packet_in pkt, out H hdr, inout M meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); pkt.extract(hdr.g); transition accept; }
+}
+control V(inout H hdr, inout M meta) { apply { } }
+control I(inout H hdr, inout M meta, inout standard_metadata_t sm) { apply { sm.egress_spec = 1; } }
+control E(inout H hdr, inout M meta, inout standard_metadata_t sm) { apply { } }
+control Sum(inout h_t x, in h_t y) {
+    apply { update_checksum(x.isValid(), { y.a }, x.b, HashAlgorithm.csum16); }
+}
+control C(inout H hdr, inout M meta) {
+    Sum() sum;
+    apply { sum.apply(hdr.g, hdr.h); }
+}
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    pipe = compile_source(text, "prog.p4", target="bmv2").new_pipeline()
+    assert pipe.process(0, bytes([0x0f, 0, 0, 0])) == [(1, bytes([0x0f, 0, 0, 0xff]))]
+    direct = text.replace("    Sum() sum;\n", "").replace("sum.apply(", "Sum.apply(")     # (ONOS's form)
+    pipe = compile_source(direct, "prog.p4", target="bmv2").new_pipeline()
+    assert pipe.process(0, bytes([0x0f, 0, 0, 0])) == [(1, bytes([0x0f, 0, 0, 0xff]))]
+    broken = text.replace("apply { update_checksum(x.isValid()", "apply { x.a = 1; update_checksum(x.isValid()")
+    line = next(i for i, l in enumerate(broken.splitlines(), 1) if "x.a = 1;" in l)
+    assert located(broken, target="bmv2") == [
+        (line, 13, "[bmv2 checksum-control] only calls to update_checksum or update_checksum_with_payload "
+                   "are allowed in computeChecksum on this target")]

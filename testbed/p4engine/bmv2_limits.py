@@ -15,7 +15,8 @@ backends/bmv2 (1.2.5):
   loops             no for loops (common/check_unsupported.h; 1.2.5.12 and later accept
                     them inside action bodies only, so a program meant for 1.2.5 avoids them)
   checksum-control  verifyChecksum/computeChecksum contain only verify_checksum* /
-                    update_checksum* calls whose field lists do no computation
+                    update_checksum* calls whose field lists do no computation, and applies of
+                    controls that do the same, given fields or headers (p4c inlines them)
                     (simple_switch/simpleSwitch.cpp, convertChecksum/EnsureExpressionIsSimple)
   deparser          the deparser contains only emit and extern calls: no if, assignment or
                     variable (common/deparser.cpp)
@@ -49,6 +50,18 @@ CHECKSUM_CALLS = {"verify": ("verify_checksum", "verify_checksum_with_payload"),
 CHECKSUM_CONTROL = {"verify": "verifyChecksum", "compute": "computeChecksum"}
 # expression kinds a checksum's field list may hold: names, fields, constants, lists
 SIMPLE_EXPRESSIONS = ("name", "member", "int", "list", "index", "bool", "type_member")
+LVALUE_EXPRESSIONS = ("name", "member", "index")
+
+
+def _applies_block(call):
+    """`c.apply(...)` of a control instance, or `C.apply(...)` of a control type (a table is never
+    local to a checksum control, so any .apply there is a sub-control's)."""
+    f = call.func
+    return f.name == "apply" and (f.kind == "type_member" or (f.kind == "member" and f.expr.kind == "name"))
+
+
+def _arg_value(node):
+    return node.value if node.kind == "named_arg" else node
 
 
 def limits_for(target):
@@ -207,6 +220,15 @@ class Bmv2Limits:
                 self._checksum_body(s.stmts, role)
                 continue
             call = s.expr if s.kind == "call_stmt" and s.expr.kind == "call" else None
+            if call is not None and _applies_block(call):
+                # a sub-control: p4c inlines it, passing plain l-values as they are (its own
+                # body is checked when it is compiled for this role)
+                for arg in call.args:
+                    if _arg_value(arg).kind not in LVALUE_EXPRESSIONS:
+                        self._breach("checksum-control", arg.loc,
+                                     f"{expr_text(_arg_value(arg))}: only fields or headers may be passed to a "
+                                     f"control applied in {CHECKSUM_CONTROL[role]} on this target")
+                continue
             if call is None or call.func.kind != "name" or call.func.name not in allowed:
                 self._breach("checksum-control", s.loc,
                              f"only calls to {' or '.join(allowed)} are allowed in {CHECKSUM_CONTROL[role]} "
