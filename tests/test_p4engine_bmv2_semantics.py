@@ -7,6 +7,7 @@ ERROR_CODES = """
     if (sm.parser_error == error.NoError) hdr.o.err = 0;
     else if (sm.parser_error == error.PacketTooShort) hdr.o.err = 1;
     else if (sm.parser_error == error.NoMatch) hdr.o.err = 2;
+    else if (sm.parser_error == error.ParserInvalidArgument) hdr.o.err = 6;
     else hdr.o.err = 0xff;
 """
 
@@ -288,3 +289,20 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     colour = {k: pipeline.process(0, bytes([k, 0]))[0][1][1] for k in (1, 2, 3, 4)}
     # an unconfigured meter is GREEN (0); the miss (4) keeps 7
     assert colour == {1: 0, 2: 9, 3: 0, 4: 7}
+
+
+def _skip_program(skip):
+    """h1, then `skip`, then h2; ingress reports the parser error."""
+    return program(f"""
+    state start {{ pkt.extract(hdr.h1); {skip} pkt.extract(hdr.h2); transition accept; }}
+""")
+
+
+def test_advance_by_bits_that_are_not_whole_bytes_is_a_parser_invalid_argument():
+    # BMv2's ParserOpAdvance checks the bit count before the length (src/bm_sim/parser.cpp);
+    # h1 stays valid and the bytes after it stay in the payload
+    src = _skip_program("pkt.advance((bit<32>)hdr.h1.a);")
+    assert run(src, bytes.fromhex("0800" "aa" "12345678")) == [(1, bytes.fromhex("000001" "0800" "12345678"))]
+    assert run(src, bytes.fromhex("0c00" "aa" "12345678")) == [(1, bytes.fromhex("060000" "0c00" "aa12345678"))]
+    src = _skip_program("pkt.advance(12);")
+    assert run(src, bytes.fromhex("0800" "aa" "12345678")) == [(1, bytes.fromhex("060000" "0800" "aa12345678"))]

@@ -196,6 +196,16 @@ def call_packet(self, kind, name, n, ctx):
         if name == "advance":
             need_args(self, n, 1, "advance")
             v = arg_value(self, n.args[0], ctx, T.BitT(32))
+            # BMv2's ParserOpAdvance: a bit count that is not whole bytes is ParserInvalidArgument
+            invalid = f"raise ParserError({self.errors.index('ParserInvalidArgument')}, o)"
+            if v.is_const and int(v.const) % 8:
+                em.line(invalid)
+                return None
+            if not v.is_const:
+                bits = ctx.temp()
+                em.line(f"{bits} = {v.code}")
+                em.line(f"if {bits} & 7: {invalid}")
+                v = Val("rv", v.type, bits)
             tmp = ctx.temp()
             em.line(f"{tmp} = o + ({v.code} >> 3)")
             em.line(f"if {tmp} > len(P): raise ParserError({self.errors.index('PacketTooShort')}, o)")
