@@ -29,7 +29,14 @@ class StatementsMixin:
         elif k == "call_stmt":
             if s.expr.kind != "call":
                 self.err("expression used as a statement (expected a call or an assignment)", s.loc)
-            self.call(s.expr, ctx, statement=True)
+            if s.expr.func.kind == "member" and s.expr.func.name == "lookahead" and len(s.expr.targs) == 1 \
+                    and isinstance(self.resolve_type(s.expr.targs[0]), (T.BitT, T.BoolT)):
+                # p4c-bm2-ss emits nothing for a lookahead<bit<W>> whose value is unused (its
+                # parser converter drops the call; ExpandLookahead turns a struct's or header's
+                # into a checked read): no PacketTooShort either; checked, then discarded
+                self.captured(ctx, lambda: self.call(s.expr, ctx, statement=True))
+            else:
+                self.call(s.expr, ctx, statement=True)
         elif k == "if":
             c = self.cond_val(s.cond, ctx)
             em.line(f"if {c.code}:")
