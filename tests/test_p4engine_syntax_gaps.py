@@ -371,3 +371,30 @@ def test_a_named_argument_may_be_left_out_with_an_underscore():
         action two(in bit<16> x, out bit<16> y) { y = x + 1; hdr.eth.type = x; }
         apply { two(y = _, x = 7); bit<16> z; two(x = 9, y = z); hdr.eth.src = (bit<48>)z; }""")
     assert run(src, frame()) == [(0, frame(src=10, ethertype=9))]
+
+
+def test_variables_and_parameters_may_be_named_like_types_in_their_scope():
+    # p4c's shadow1.p4: `bit<16> counter;` makes counter an identifier where it is declared
+    # (v1model declares extern counter and meter); struct fields do not (`t1 t1; t1 t2;`)
+    src = program("""
+        action set(bit<16> meter) { hdr.eth.type = meter; }
+        apply {
+            bit<16> counter = 3;
+            counter = counter + 1;
+            set(counter);
+            pair_t p;
+            p.pair_t.v = 1;
+            p.lo.v = 2;
+            hdr.eth.src = (bit<48>)(p.pair_t.v ++ p.lo.v);
+        }""", decls="""
+        struct inner_t { bit<8> v; }
+        struct pair_t { inner_t pair_t; inner_t lo; }""")
+    assert run(src, frame()) == [(0, frame(src=0x0102, ethertype=4))]
+
+
+def test_a_type_named_like_a_variable_elsewhere_stays_a_type():
+    src = program("""
+        counter(4, CounterType.packets) counts;
+        action set(bit<16> counter) { hdr.eth.type = counter; }
+        apply { counts.count(1); set(9); bit<32> meter = 1; meter = meter + 1; hdr.eth.dst = (bit<48>)meter; }""")
+    assert run(src, frame()) == [(0, frame(dst=2, ethertype=9))]

@@ -62,6 +62,7 @@ class _P4Lexer(Lexer):
         prev = before = None
         state = LexerState(data)
         merge_next = False
+        shadows = _Shadows()
         for tok in self.basic.lex(state, None):
             if merge_next:          # the '>=' of a `>>=` already yielded
                 merge_next = False
@@ -75,7 +76,7 @@ class _P4Lexer(Lexer):
                     tok = Token.new_borrow_pos("FREE_BODY", data[tok.start_pos:end], tok)
                     t = tok.type
             if t == "NAME":
-                if tok.value in type_names:
+                if tok.value in type_names and not shadows.names_object(tok, prev, data):
                     tok.type = "TYPE_IDENT"
                 elif tok.value == "type" and (prev is None or prev.value in (";", "}", ")")
                                               or prev.type == "FREE_BODY"
@@ -96,9 +97,65 @@ class _P4Lexer(Lexer):
             elif t == "LBRACE" and prev is not None and prev.value in _VALUE_BRACE_AFTER \
                     and _struct_expression_at(data, tok.end_pos):
                 tok.type = "SLBRACE"
+            shadows.follow(tok)
             prev, before = tok, prev
             yield tok
 
+
+class _Shadows:
+    """Variables, parameters and fields named like a type (`bit<16> counter;`, `action
+    a(bit<9> meter)`): p4c's lexer reads such a name as an identifier in the scope that declares
+    it, and so does this one, by brace depth. A parameter's scope is the body after its list."""
+
+    _TYPE_END = {"GT", "TYPE_IDENT"}
+    _TYPE_WORDS = {"bool", "bit", "int", "error", "string", "varbit"}
+
+    def __init__(self):
+        self.scopes = [set()]       # per open brace
+        self.fields = [False]       # per open brace: a struct's, header's or union's fields
+        self.pending = set()        # parameters, for the next '{'
+        self.parens = 0
+        self.in_typedef = False
+        self.fields_next = False    # the next '{' opens fields (which p4c does not declare)
+
+    def names_object(self, tok, prev, data):
+        """Whether type name `tok` names an object here: declared now, or earlier in scope."""
+        name = tok.value
+        if any(name in scope for scope in self.scopes):
+            return True
+        if self.in_typedef or self.fields[-1] or prev is None \
+                or not (prev.type in self._TYPE_END or prev.value in self._TYPE_WORDS):
+            return False
+        follows = _NEXT_CHAR.match(data, tok.end_pos)
+        if follows is None or follows.group(1) not in ";=,)[":
+            return False
+        (self.pending if self.parens else self.scopes[-1]).add(name)
+        return True
+
+    def follow(self, tok):
+        v = tok.value
+        if v == "typedef" or tok.type == "NEWTYPE":
+            self.in_typedef = True
+        elif v in ("struct", "header", "header_union"):
+            self.fields_next = True
+        elif v == "(":
+            self.parens += 1
+        elif v == ")":
+            self.parens = max(0, self.parens - 1)
+        elif v == "{":
+            self.scopes.append(self.pending)
+            self.fields.append(self.fields_next)
+            self.pending, self.fields_next = set(), False
+        elif v == "}":
+            if len(self.scopes) > 1:
+                self.scopes.pop()
+                self.fields.pop()
+        elif v == ";" and not self.parens:
+            self.pending = set()
+            self.in_typedef = self.fields_next = False
+
+
+_NEXT_CHAR = re.compile(r"\s*(\S)")
 
 # annotations whose arguments p4c (front end, BMv2 back end, P4Runtime) or this engine parse
 _PARSED_ANNOTATIONS = {
