@@ -322,3 +322,13 @@ def test_an_unused_lookahead_of_a_struct_is_still_checked():
     state start { pkt.extract(hdr.h1); pkt.lookahead<h2_t>(); transition accept; }
 """)
     assert run(src, bytes.fromhex("0800" "1234")) == [(1, bytes.fromhex("010000" "0800" "1234"))]
+
+
+def test_clone_uses_the_low_15_bits_of_its_session_id():
+    # simple_switch stores the id in 16 bits with bit 15 as its "clone requested" flag and
+    # looks up id & 0x7FFF (targets/simple_switch/primitives.cpp, register_access.h)
+    src = program(TWO_STATES, ingress="clone(CloneType.I2E, 32w0x18005);")
+    pipeline = compile_source(src).new_pipeline()
+    pipeline.set_clone_session(5, [(7, 0)])
+    assert pipeline.process(0, bytes.fromhex("0200")) == [(7, bytes.fromhex("0200")),
+                                                         (1, bytes.fromhex("000000" "0200"))]
