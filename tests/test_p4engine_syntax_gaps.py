@@ -168,6 +168,15 @@ def test_bit0_keys_and_parameters_have_no_bitwidth_in_p4info():
     assert [(p.name, p.bitwidth) for p in fwd.params] == [("zero", 0), ("port", 9)]
 
 
+def test_zero_width_literals_are_bit0_values():
+    # p4c takes 0w0 (and warns for 0w5, which keeps only its 0 bits); 0s0 would be an int<0>
+    src = program("apply { bit<0> z = 0w5; hdr.eth.type = (bit<16>)(z + 0w0) + (bit<16>)0w0 + 16w7; }")
+    assert run(src, frame()) == [(0, frame(ethertype=7))]
+    src = program("apply { hdr.eth.type = (bit<16>)0s0; }")
+    line, col = line_col(src, "0s0")
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: integer literal '0s0' has a non-positive width")
+
+
 def test_int0_is_refused_as_p4c_refuses_it():
     src = program("apply { int<0> nothing; }")
     line, col = line_col(src, "int<0>")

@@ -1068,7 +1068,7 @@ class AstBuilder(Transformer):
     @v_args(meta=True)
     def int_lit(self, meta, ch):
         v, w, s = parse_int_literal(str(ch[0]), self._loc(meta))
-        if w is not None and w <= 0:
+        if w is not None and (w < 0 or (w == 0 and s)):    # 0w0 is bit<0>'s value; int<0> is no type
             raise P4Error(f"integer literal '{ch[0]}' has a non-positive width", self._loc(meta))
         low = re.sub(r"^\d+[ws]", "", str(ch[0]).lower())
         base = {"0x": 16, "0b": 2, "0o": 8}.get(low[:2], 10)     # p4c names keys in the literal's base
