@@ -407,3 +407,12 @@ def test_a_type_named_like_a_variable_elsewhere_stays_a_type():
         action set(bit<16> counter) { hdr.eth.type = counter; }
         apply { counts.count(1); set(9); bit<32> meter = 1; meter = meter + 1; hdr.eth.dst = (bit<48>)meter; }""")
     assert run(src, frame()) == [(0, frame(dst=2, ethertype=9))]
+
+
+@pytest.mark.parametrize("label", ["0w0", "8w0x08", "16s0x800"])
+def test_a_select_case_label_of_another_width_is_refused_as_p4c_refuses_it(label):
+    # p4c's issue1986-1.p4 (0w0 for a bit<2> key): no implicit cast between bit widths
+    src = program("apply { }").replace("transition accept; }",
+                                      f"transition select(hdr.eth.type) {{ {label} : accept; default : reject; }} }}", 1)
+    line, col = line_col(src, label)
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: 'match' case label has type")

@@ -168,6 +168,9 @@ class BlocksMixin:
             v = self.expr(n, ctx, kt)
             if not v.is_const:
                 self.err("select case values must be compile-time constants", n.loc)
+            if isinstance(v.type, T.BitT) and isinstance(kt, T.BitT) and v.type != kt:
+                self.err(f"'match' case label has type '{v.type}' which does not match the expected "
+                         f"type '{kt}'", n.loc)     # p4c: no implicit cast between widths
             c = v.const
             return (int(c) & m) if m is not None else c
 
