@@ -416,3 +416,10 @@ def test_a_select_case_label_of_another_width_is_refused_as_p4c_refuses_it(label
                                       f"transition select(hdr.eth.type) {{ {label} : accept; default : reject; }} }}", 1)
     line, col = line_col(src, label)
     assert refused(src).startswith(f"<string>:{line}:{col}: error: 'match' case label has type")
+
+
+def test_list_may_name_a_field_or_variable_as_in_p4c():
+    # p4c's list.p4: `list` is a keyword p4c's grammar takes as a declared name (not in expressions)
+    src = program("apply { bit<32> list = 3; meta.list = 4; hdr.eth.type = (bit<16>)meta.list; }",
+                  meta="bit<32> list;")
+    assert run(src, frame()) == [(0, frame(ethertype=4))]

@@ -201,10 +201,11 @@ args: [arg ("," arg)*]
 // for the lexer, which tells `type T N;` apart on its own.
 ?nontype_name: NAME | kw_name
 !kw_name: "apply" | "key" | "actions" | "state" | "entries" | "priority"
-?member_name: nontype_name | TYPE_IDENT
+?member_name: nontype_name | TYPE_IDENT | list_kw      // p4c's name: `bit<32> list;`, hdr.list
 ?any_name: nontype_name | TYPE_IDENT
 ?table_kw_name: NAME | TYPE_IDENT | table_kw
 !table_kw: "apply" | "state" | "priority"
+!list_kw: "list"
 
 EQOP: "==" | "!="
 RELOP: "<=" | ">="

@@ -1043,6 +1043,7 @@ class AstBuilder(Transformer):
         return Token.new_borrow_pos("NAME", str(ch[0]), ch[0])
 
     table_kw = kw_name
+    list_kw = kw_name
 
     @v_args(meta=True)
     def index(self, meta, ch):
