@@ -331,3 +331,12 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     assert located(broken, target="bmv2") == [
         (line, 13, "[bmv2 checksum-control] only calls to update_checksum or update_checksum_with_payload "
                    "are allowed in computeChecksum on this target")]
+
+
+def test_a_call_of_a_deprecated_extern_warns_as_p4c_does():
+    prog = compile_source(TOP_LEVEL_ACTIONS, "prog.p4")
+    line = TOP_LEVEL_ACTIONS.splitlines().index("action drop_it() { mark_to_drop(); }") + 1
+    assert [w[1:] for w in prog.compiled.warnings] == [
+        (line, 20, "mark_to_drop: Using deprecated feature mark_to_drop. "
+                   "Please use mark_to_drop(standard_metadata) instead.")]
+    assert compile_source(program("", "    apply { mark_to_drop(sm); }"), "prog.p4").compiled.warnings == []

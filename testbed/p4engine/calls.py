@@ -10,7 +10,7 @@ from . import p4types as T
 from .call_args import arg_value, as_uint, need_args, positional_args
 from .codegen import slot_add
 from .compile_values import H_OUT, agg, lit, lv, Val
-from .program_info import expr_text
+from .program_info import anno, anno_string, expr_text
 from .syntax import Node
 
 
@@ -26,6 +26,7 @@ def call(self, n, ctx, statement=False):
     elif fv.kind == "ref" and fv.info.kind == "function":
         v = self.call_function(fv.info.info, n, ctx)
     elif fv.kind == "ref" and fv.info.kind == "extern_func":
+        _warn_if_deprecated(self, fv.name, n)
         if ctx.where != "parser" and not ctx.unreachable and not self.folded_away \
                 and fv.name != "static_assert":       # (p4c evaluates it and removes the call)
             self.extern_function_calls.add((ctx.prefix, ctx.action.name if ctx.action else None))
@@ -583,3 +584,16 @@ class CallsMixin:
     pack_code = pack_code
     field_list_slots = field_list_slots
     anonymous_field_list = anonymous_field_list
+
+
+def _warn_if_deprecated(self, name, call):
+    """p4c's [--Wwarn=deprecated] for a call of an extern function declared @deprecated (the
+    declaration of that many parameters: v1model's mark_to_drop() but not mark_to_drop(sm))."""
+    for decl in self.extern_funcs.get(name, ()):
+        params = decl.proto.params
+        if len(params) == len(call.args):
+            note = anno_string(decl.annos, "deprecated") if anno(decl.annos, "deprecated") else None
+            if note is not None:
+                self.warn(f"{name}: Using deprecated feature {name}. {note}", call.loc)
+            return
+
