@@ -92,10 +92,16 @@ def test_action_scopes():
     t.set_default(ActionCall("b"))
 
 
-def test_keyless_table_runs_its_default():
-    t = Table("t", [], ["a"], default_action=ActionCall("a"))
+def test_keyless_table_runs_its_default_until_its_one_entry_is_inserted():
+    # as BMv2: a keyless table is an exact table whose key is empty, so it holds one entry,
+    # which every lookup hits
+    t = Table("t", [], ["a", "b"], default_action=ActionCall("a"))
     assert t.lookup(()) == (ActionCall("a"), False, None)
-    assert code_of(t.insert, [], ActionCall("a")) == "INVALID_ARGUMENT"
+    entry = t.insert([], ActionCall("b"))
+    assert t.lookup(()) == (ActionCall("b"), True, entry)
+    assert code_of(t.insert, [], ActionCall("a")) == "ALREADY_EXISTS"
+    t.delete([])
+    assert t.lookup(()) == (ActionCall("a"), False, None)
 
 
 # ------------------------------------------------------------------ lpm

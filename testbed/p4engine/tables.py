@@ -382,8 +382,6 @@ class Table:
             self._fail("PERMISSION_DENIED", "the table has const entries")
         keys, ident, match = self._normalise_keys(keys)
         priority = self._check_priority(priority)
-        if not self.keys:
-            self._fail("INVALID_ARGUMENT", "a table without keys takes no entries (set its default action)")
         full_ident = (ident, priority)
         if full_ident in self._entries:
             self._fail("ALREADY_EXISTS", f"an entry with keys {keys}"

@@ -659,7 +659,9 @@ class EntityHandler:
                 # with table_id 0, every table's default entry (as PI reads them)
                 out = p4runtime_pb2.TableEntry(table_id=info.id, is_default_action=True)
                 default = table.get_default()
-                if default is not None and default.action is not None:
+                # a table with an action profile has no default action to read: BMv2 keeps
+                # none (p4c-bm2-ss drops it), so PI answers the entry without an action
+                if default is not None and default.action is not None and not info.implementation_id:
                     out.action.action.CopyFrom(self._action_proto(default))
                 out.controller_metadata, out.metadata = self.state.default_metadata.get(info.id, (0, b""))
                 yield self._wrap("table_entry", out)
