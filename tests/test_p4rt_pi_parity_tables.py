@@ -1,11 +1,12 @@
-"""Table corners where the P4Runtime server answers as simple_switch_grpc (PI on BMv2): a table
-without keys, and the default entry of a table with an action profile. A program of its own
+"""Table and counter corners of the P4Runtime server: where it answers as simple_switch_grpc
+(PI on BMv2) -- a table without keys, the default entry of a table with an action profile --
+and where it follows the spec over PI (a counter MODIFY without data). A program of its own
 (test_p4rt_pi_parity's covers the rest)."""
 import pytest
 from google.rpc import code_pb2
 
 from test_p4rt_hardening import Stream
-from test_p4rt_pi_parity import ELECTION, _boot, _code, _ids, _read, _shutdown
+from test_p4rt_pi_parity import ELECTION, _boot, _code, _ids, _read, _read_code, _shutdown
 from testbed.p4engine import compile_source
 
 PROGRAM = """
@@ -20,11 +21,14 @@ parser P(packet_in p, out h_t h, inout m_t m, inout standard_metadata_t sm) {
 control VC(inout h_t h, inout m_t m) { apply { } }
 control I(inout h_t h, inout m_t m, inout standard_metadata_t sm) {
     action_profile(16) prof;
+    counter(4, CounterType.packets_and_bytes) ctr;
+    direct_counter(CounterType.packets_and_bytes) dc;
     action fwd(bit<9> port) { sm.egress_spec = port; }
     action drop() { mark_to_drop(sm); }
     table keyless_t { actions = { fwd; drop; } default_action = drop(); }
     table prof_t { key = { h.eth.dst: exact; } actions = { fwd; drop; } implementation = prof; }
-    apply { keyless_t.apply(); prof_t.apply(); }
+    table dc_t { key = { h.eth.src: exact; } actions = { fwd; NoAction; } counters = dc; }
+    apply { ctr.count(1); keyless_t.apply(); prof_t.apply(); dc_t.apply(); }
 }
 control E(inout h_t h, inout m_t m, inout standard_metadata_t sm) { apply { } }
 control CC(inout h_t h, inout m_t m) { apply { } }
@@ -41,7 +45,7 @@ def dev():
     primary = Stream(d["addr"])
     d["streams"].append(primary)
     assert primary.arbitrate(ELECTION).arbitration.status.code == code_pb2.OK
-    d["ids"] = _ids(program.p4info)
+    d["ids"] = dict(_ids(program.p4info), ctr=program.p4info.counters[0].preamble.id)
     yield d
     _shutdown(d)
 
@@ -77,3 +81,28 @@ def test_the_default_entry_of_a_table_with_an_action_profile_has_no_action(dev):
     assert read.table_entry.is_default_action and not read.table_entry.HasField("action")
     (read,) = _read(dev, "table_entry {{ table_id: {keyless_t} is_default_action: true }}")
     assert read.table_entry.action.action.action_id == dev["ids"]["drop"]
+
+
+def test_a_counter_modify_without_data_leaves_the_counter_as_it_is(dev):
+    """The spec (CounterEntry, DirectCounterEntry): without `data` a MODIFY does not change the
+    counter; PI writes zeroes. A direct counter's entry must still exist (NOT_FOUND, where PI
+    answers INVALID_ARGUMENT)."""
+    ctr_id = dev["ids"]["ctr"]      # (the packets of the other tests count at index 1)
+    assert _code(dev, "MODIFY", "counter_entry {{ counter_id: %d index {{ index: 2 }} "
+                                "data {{ packet_count: 7 byte_count: 70 }} }}" % ctr_id) == "OK"
+    assert _code(dev, "MODIFY", "counter_entry {{ counter_id: %d index {{ index: 2 }} }}" % ctr_id) == "OK"
+    assert _code(dev, "MODIFY", "counter_entry {{ counter_id: %d }}" % ctr_id) == "OK"
+    (read,) = _read(dev, "counter_entry {{ counter_id: %d index {{ index: 2 }} }}" % ctr_id)
+    assert (read.counter_entry.data.packet_count, read.counter_entry.data.byte_count) == (7, 70)
+    assert _code(dev, "MODIFY", "counter_entry {{ counter_id: %d index {{ index: 9 }} }}" % ctr_id) == "OUT_OF_RANGE"
+    # the spec over PI again: DELETE is INVALID_ARGUMENT (PI zeroes the counter)
+    assert _code(dev, "DELETE", "counter_entry {{ counter_id: %d index {{ index: 2 }} }}" % ctr_id) == "INVALID_ARGUMENT"
+
+    key = "table_entry {{ table_id: {dc_t} match {{ field_id: 1 exact {{ value: '\\x0a\\x00\\x00\\x00\\x00\\x02' }} }} }}"
+    assert _code(dev, "MODIFY", "direct_counter_entry {{ %s }}" % key) == "NOT_FOUND"
+    assert _read_code(dev, "direct_counter_entry {{ %s }}" % key) == "NOT_FOUND"     # (PI: INVALID_ARGUMENT)
+    assert _code(dev, "INSERT", key[:-3] + "action {{ action {{ action_id: {NoAction} }} }} "
+                                "counter_data {{ packet_count: 5 byte_count: 50 }} }}") == "OK"
+    assert _code(dev, "MODIFY", "direct_counter_entry {{ %s }}" % key) == "OK"
+    (read,) = _read(dev, "direct_counter_entry {{ table_entry {{ table_id: {dc_t} }} }}")
+    assert (read.direct_counter_entry.data.packet_count, read.direct_counter_entry.data.byte_count) == (5, 50)

@@ -485,8 +485,11 @@ class EntityHandler:
         name = info.preamble.name
         self._modify_only(op, name)
         counter = self._engine("counters", name, "counter")
-        if c.HasField("index"):
-            counter.write(self._index_of(c, info.size, name), c.data.packet_count, c.data.byte_count)
+        index = self._index_of(c, info.size, name) if c.HasField("index") else None
+        if not c.HasField("data"):
+            return      # the spec: without data the counter is not modified (PI zeroes it)
+        if index is not None:
+            counter.write(index, c.data.packet_count, c.data.byte_count)
         else:
             for i in range(info.size):
                 counter.write(i, c.data.packet_count, c.data.byte_count)
@@ -530,6 +533,11 @@ class EntityHandler:
     def _write_direct_counter_entry(self, op, d):
         self._modify_only(op, "direct counter")
         table, info, keys, priority = self._direct_target(d.table_entry, "direct counter")
+        if not d.HasField("data"):
+            # the spec: without data the counter is not modified (PI zeroes it); the entry
+            # must still exist
+            self._find_entry(table, info, keys, priority)
+            return
         self._set_entry(table, info, keys, priority, "counter", (d.data.packet_count, d.data.byte_count))
 
     def _write_direct_meter_entry(self, op, d):
