@@ -72,6 +72,10 @@ class Scope:
 
     def lookup(self, name):
         s = self
+        if name[:1] == ".":         # `.x` (p4c's prefixedNonTypeName): the top level's x
+            while s.parent is not None:
+                s = s.parent
+            name = name[1:]
         while s is not None:
             if name in s.names:
                 return s.names[name]

@@ -24,6 +24,7 @@ ann_arg: expr | any_name "=" expr | base_type | "string" -> t_string    // @p4ru
 // ---------------- types
 ?type_ref: base_type | named_type | spec_type | stack_type | "void" -> t_void | "error" -> t_error
           | "string" -> t_string | "tuple" _lt [type_list] _gt -> t_tuple | "list" _lt type_ref _gt -> t_list
+          | "." named_type | "." spec_type    // p4c's prefixedType: .T is the top level's T
 base_type: "bool"                      -> t_bool
          | "bit"                       -> t_bit1
          | "bit" _lt width _gt         -> t_bit
@@ -50,6 +51,8 @@ _lt: LT | TLT
 // ---------------- declarations
 const_decl: [annotations] "const" type_ref any_name [dims] "=" expr ";"
 typedef_decl: [annotations] ("typedef" | NEWTYPE) type_ref TYPE_IDENT ";"
+            | [annotations] "typedef" _derived_decl TYPE_IDENT ";" -> typedef_derived
+_derived_decl: header_decl | struct_decl | union_decl | enum_decl    // typedef struct S {...} T;
 header_decl: [annotations] "header" TYPE_IDENT [type_params] "{" field* "}"
 struct_decl: [annotations] "struct" TYPE_IDENT [type_params] "{" field* "}"
 union_decl: [annotations] "header_union" TYPE_IDENT [type_params] "{" field* "}"
@@ -112,8 +115,9 @@ table_prop: [annotations] "key" "=" "{" key_elem* "}"                    -> tp_k
           | [annotations] [CONST] table_kw_name "=" expr ";"             -> tp_value
 CONST: "const"
 key_elem: expr ":" any_name [annotations] ";"
-action_ref: [annotations] any_name ";"
-          | [annotations] any_name "(" args ")" ";"
+action_ref: [annotations] _action_name ";"
+          | [annotations] _action_name "(" args ")" ";"
+_action_name: any_name | top_name
 entry: [annotations] [CONST] [entry_priority] keyset ":" expr [annotations] ";"
 entry_priority: "priority" "=" (INT | "(" expr ")") ":"
 
@@ -184,7 +188,9 @@ args: [arg ("," arg)*]
         | "false" -> false_lit
         | STRING -> string_lit
         | nontype_name -> name_ref
-        | "." nontype_name -> name_ref
+        | top_name -> name_ref
+        | "." TYPE_IDENT "." member_name -> type_member
+        | "." TYPE_IDENT "(" args ")" -> ctor_call
         | "error" "." any_name -> error_member
         | TYPE_IDENT "." member_name -> type_member
         | TYPE_IDENT "(" args ")" -> ctor_call
@@ -203,6 +209,7 @@ args: [arg ("," arg)*]
 !kw_name: "apply" | "key" | "actions" | "state" | "entries" | "priority"
 ?member_name: nontype_name | TYPE_IDENT | list_kw      // p4c's name: `bit<32> list;`, hdr.list
 ?any_name: nontype_name | TYPE_IDENT
+top_name: "." nontype_name      // p4c's prefixedNonTypeName: .x is the top level's x
 ?table_kw_name: NAME | TYPE_IDENT | table_kw
 !table_kw: "apply" | "state" | "priority"
 !list_kw: "list"

@@ -307,8 +307,9 @@ def scan_type_names(text):
         elif (t == "typedef" or (t == "type" and i + 2 < n and re.match(r"[A-Za-z_]", toks[i + 1])
                                  and (toks[i + 2] == "<" or re.match(r"[A-Za-z_]", toks[i + 2])))) \
                 and (i == 0 or toks[i - 1] in (";", "}", ")") or (i > 1 and toks[i - 2] == "@")):
-            j = i + 1
-            while j < n and toks[j] != ";":
+            j, depth = i + 1, 0
+            while j < n and (toks[j] != ";" or depth):     # typedef struct S { ... } T;
+                depth += (toks[j] == "{") - (toks[j] == "}")
                 j += 1
             if j - 1 > i and re.match(r"[A-Za-z_]", toks[j - 1]):
                 names.add(toks[j - 1])
@@ -492,7 +493,7 @@ class AstBuilder(Transformer):
     # -- top
     @v_args(meta=True)
     def start(self, meta, ch):
-        return [c for c in ch if isinstance(c, Node)]
+        return [d for c in ch for d in (c if isinstance(c, list) else [c]) if isinstance(d, Node)]
 
     @v_args(meta=True)
     def annotations(self, meta, ch):
@@ -633,6 +634,14 @@ class AstBuilder(Transformer):
         ch = [c for c in ch if not (_tok(c) and c.type == "NEWTYPE")]
         return Node("typedef", self._loc(meta), annos=self._annos(ch[0]), type=ch[1], name=str(ch[2]),
                     newtype=newtype)
+
+    @v_args(meta=True)
+    def typedef_derived(self, meta, ch):
+        # p4c's typedef of a derivedTypeDeclaration declares both names: the type, then the typedef
+        decl = ch[1]
+        alias = Node("typedef", self._loc(meta), annos=self._annos(ch[0]),
+                     type=Node("t_named", decl.loc, name=decl.name), name=str(ch[2]), newtype=False)
+        return [decl, alias]
 
     def _fields_decl(self, kind, meta, ch):
         return Node(kind, self._loc(meta), annos=self._annos(ch[0]), name=str(ch[1]),
@@ -1043,6 +1052,10 @@ class AstBuilder(Transformer):
         return Token.new_borrow_pos("NAME", str(ch[0]), ch[0])
 
     table_kw = kw_name
+
+    def top_name(self, ch):
+        # `.x`: the name as the top level declares it; Scope.lookup reads the leading dot
+        return Token.new_borrow_pos("NAME", "." + str(ch[0]), ch[0])
     list_kw = kw_name
 
     @v_args(meta=True)

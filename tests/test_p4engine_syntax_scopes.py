@@ -1,0 +1,77 @@
+"""p4c grammar forms about names and declarations that the engine refused: `.x` and `.T` naming
+the top level's declaration past a local one that shadows it (p4c's prefixedNonTypeName and
+prefixedType), and a typedef of a struct, header or enum declared in place. Each program is
+run on frames and its output compared with what BMv2 sends."""
+from test_p4engine_accept import frame, program, refused, run
+from test_p4engine_syntax_sugar import line_col
+
+from testbed.p4engine import compile_source
+
+
+# ------------------------------------------------------------------ .x and .T: the top level
+
+TOP_LEVEL = """
+    const bit<16> X = 0x100;
+    struct Version { bit<8> major; bit<8> minor; }
+    action set(out bit<16> t) { t = 0x2222; }
+"""
+
+
+def test_a_leading_dot_names_the_top_level_declaration_past_a_local_one():
+    src = program("""
+        action set() { hdr.eth.type = 0x1111; }
+        table t {
+            key = { hdr.eth.dst : exact; }
+            actions = { .set(hdr.eth.type); .NoAction; }
+            const entries = { 0xaa : .set(hdr.eth.type); }
+            default_action = .NoAction;
+        }
+        apply {
+            bit<16> X = 7;
+            t.apply();                              // 0xaa: the global set, type = 0x2222
+            hdr.eth.src = (bit<48>)(X + .X);        // the local 7 and the global 0x100
+            .Version v = { 1, 2 };
+            hdr.eth.dst = (bit<48>)v.minor;
+            if (hdr.eth.type == 0x0800) { set(); }  // a miss: the local set, type = 0x1111
+            else { .set(hdr.eth.src[15:0]); }       // else the global one again
+        }""", decls=TOP_LEVEL)
+    assert run(src, frame(dst=0xaa)) == [(0, frame(dst=2, src=0x2222, ethertype=0x2222))]
+    assert run(src, frame(dst=0xbb)) == [(0, frame(dst=2, src=0x107, ethertype=0x1111))]
+    # P4Info as p4c writes it: the table refers to the global action, not I.set
+    p4info = compile_source(src).p4info
+    table = p4info.tables[0]
+    by_id = {a.preamble.id: a.preamble.name for a in p4info.actions}
+    assert sorted(by_id[r.id] for r in table.action_refs) == ["NoAction", "set"]
+
+
+def test_a_leading_dot_does_not_see_local_declarations():
+    src = program("""
+        apply {
+            bit<16> y = 1;
+            hdr.eth.type = .y;
+        }""")
+    line, col = line_col(src, ".y;")
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: unknown name '.y'")
+
+
+# ------------------------------------------------------------------ typedef of a type declaration
+
+def test_a_typedef_may_declare_the_struct_header_or_enum_it_names():
+    # p4c's typedefDeclaration takes a derivedTypeDeclaration (spec-ex12: typedef struct Point {...} Pt;):
+    # both names are types
+    src = program("""
+        apply {
+            Pt p = { 3, 4 };
+            Point q = p;
+            TagD_t tag = { 0x5566 };
+            tag_t t2 = tag;
+            hdr.eth.type = (bit<16>)(bit<32>)(p.x + q.y) + t2.v;
+            ColourD c = Colour.GREEN;
+            if (c != Colour.RED) { hdr.eth.dst = 1; }
+        }""", decls="""
+        typedef struct Point { int<32> x; int<32> y; } Pt;
+        typedef @lab header tag_t { bit<16> v; } TagD_t;
+        typedef enum Colour { RED, GREEN } ColourD;
+        """)
+    assert run(src, frame()) == [(0, frame(dst=1, ethertype=0x556D))]
+
