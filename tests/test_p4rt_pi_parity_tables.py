@@ -6,7 +6,7 @@ import pytest
 from google.rpc import code_pb2
 
 from test_p4rt_hardening import Stream
-from test_p4rt_pi_parity import ELECTION, _boot, _code, _ids, _read, _read_code, _shutdown
+from test_p4rt_pi_parity import ELECTION, _boot, _code, _ids, _read, _read_code, _set_pipeline, _shutdown
 from testbed.p4engine import compile_source
 
 PROGRAM = """
@@ -27,8 +27,11 @@ control I(inout h_t h, inout m_t m, inout standard_metadata_t sm) {
     action drop() { mark_to_drop(sm); }
     table keyless_t { actions = { fwd; drop; } default_action = drop(); }
     table prof_t { key = { h.eth.dst: exact; } actions = { fwd; drop; } implementation = prof; }
+    direct_counter(CounterType.packets) init_dc;
     table dc_t { key = { h.eth.src: exact; } actions = { fwd; NoAction; } counters = dc; }
-    apply { ctr.count(1); keyless_t.apply(); prof_t.apply(); dc_t.apply(); }
+    table init_t { key = { h.eth.type: exact; } actions = { fwd; NoAction; } counters = init_dc;
+                   entries = { 0x88b6 : fwd(2); } }
+    apply { ctr.count(1); keyless_t.apply(); prof_t.apply(); dc_t.apply(); init_t.apply(); }
 }
 control E(inout h_t h, inout m_t m, inout standard_metadata_t sm) { apply { } }
 control CC(inout h_t h, inout m_t m) { apply { } }
@@ -41,7 +44,7 @@ FRAME = bytes.fromhex("0a0000000001" "0a0000000002" "88b5") + bytes(50)
 @pytest.fixture
 def dev():
     program = compile_source(PROGRAM, "tables.p4")
-    d = _boot(program)
+    d = _boot(program, compiler=lambda config: compile_source(config.decode(), "tables.p4"))
     primary = Stream(d["addr"])
     d["streams"].append(primary)
     assert primary.arbitrate(ELECTION).arbitration.status.code == code_pb2.OK
@@ -106,3 +109,22 @@ def test_a_counter_modify_without_data_leaves_the_counter_as_it_is(dev):
     assert _code(dev, "MODIFY", "direct_counter_entry {{ %s }}" % key) == "OK"
     (read,) = _read(dev, "direct_counter_entry {{ table_entry {{ table_id: {dc_t} }} }}")
     assert (read.direct_counter_entry.data.packet_count, read.direct_counter_entry.data.byte_count) == (5, 50)
+
+
+def test_a_preinitialized_table_is_immutable_as_on_bmv2_but_reconciles(dev):
+    """A table with `entries` (not const) is kept immutable, as BMv2 keeps every table whose
+    JSON has entries: writes are PERMISSION_DENIED as for a const table (README: the spec lets
+    them be written; PI answers UNKNOWN/NOT_FOUND), its entries' direct counters take a MODIFY
+    without an action, and RECONCILE_AND_COMMIT does not trip over the initial entries (it
+    tried to INSERT them into the new pipeline and failed with UNKNOWN)."""
+    key = "table_entry {{ table_id: {init_t} match {{ field_id: 1 exact {{ value: '\\x88\\xb6' }} }} "
+    fwd = "action {{ action {{ action_id: {fwd} params {{ param_id: 1 value: '\\x03' }} }} }} "
+    assert _code(dev, "INSERT", key.replace("\\xb6", "\\xb7") + fwd + "}}") == "PERMISSION_DENIED"
+    assert _code(dev, "MODIFY", key + fwd + "}}") == "PERMISSION_DENIED"
+    assert _code(dev, "DELETE", key + "}}") == "PERMISSION_DENIED"
+    assert _code(dev, "MODIFY", key + "counter_data {{ packet_count: 4 }} }}") == "OK"
+    (read,) = _read(dev, "table_entry {{ table_id: {init_t} counter_data {{ }} }}")
+    assert read.table_entry.counter_data.packet_count == 4
+    assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", PROGRAM) == "OK"
+    (read,) = _read(dev, "table_entry {{ table_id: {init_t} }}")
+    assert read.table_entry.match[0].exact.value == b"\x88\xb6"

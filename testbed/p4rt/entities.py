@@ -157,14 +157,17 @@ class EntityHandler:
         if te.is_default_action:
             self._write_default_entry(op, info, table, te)
             return
-        if info.is_const and (op != MODIFY or te.HasField("action")
-                              or not (te.HasField("counter_data") or te.HasField("meter_config"))):
+        immutable = is_immutable(info, table)
+        if immutable and (op != MODIFY or te.HasField("action")
+                          or not (te.HasField("counter_data") or te.HasField("meter_config"))):
             # the spec: a const table's entries take only a MODIFY of their direct resources
-            raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has const entries: only "
+            what = "const entries" if info.is_const else \
+                "initial entries, kept immutable as BMv2 keeps them"
+            raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has {what}: only "
                                  "their direct counters and meters can be modified (without an action)")
         keys = self._keys(info, te.match)
         priority = self._priority(info, te.priority)
-        if info.is_const:
+        if immutable:
             self._set_direct_resources(table, info, keys, priority, *self._direct_resource_values(info, te))
             return
         key = (info.id, tuple(_key_form(k) for k in keys), priority)
@@ -871,6 +874,13 @@ class EntityHandler:
         for id_, message in sorted(self.state.digest_configs.items()):
             if not d.digest_id or id_ == d.digest_id:
                 yield self._wrap("digest_entry", message)
+
+
+def is_immutable(info, table):
+    """A const table, or one with initial `entries` (not const): the engine keeps both
+    immutable, as BMv2 keeps every table its JSON gives entries (the spec would let the
+    latter be written)."""
+    return info.is_const or getattr(table, "is_const", False)
 
 
 def _ids_of(collection):

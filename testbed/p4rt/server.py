@@ -31,7 +31,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from testbed.p4rt import idle_timeout
 from testbed.p4rt.digests import DigestLists
-from testbed.p4rt.entities import DeviceState, EntityHandler, digest_data
+from testbed.p4rt.entities import DeviceState, EntityHandler, digest_data, is_immutable
 from testbed.p4rt.errors import (GRPC_CODES, P4RuntimeError, abort_with_status, invalid, not_found,
                                  write_batch_status)
 from testbed.p4rt.p4info import P4InfoIndex, decode_int, encode_int
@@ -342,9 +342,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 for field in extra.split():
                     getattr(query.table_entry, field).SetInParent()
             for entity in old.read(query):
-                if kind == "table_entry" and prepared.index.tables.get(entity.table_entry.table_id) is not None \
-                        and prepared.index.tables[entity.table_entry.table_id].is_const:
-                    continue          # the new program brings its own const entries
+                info = prepared.index.tables.get(entity.table_entry.table_id) if kind == "table_entry" else None
+                if info is not None and is_immutable(info, prepared.pipeline.tables.get(info.name)):
+                    continue          # the new program brings its own const (or initial) entries
                 try:
                     new.write(Update(type=getattr(Update, op), entity=entity))
                 except P4RuntimeError as exc:
