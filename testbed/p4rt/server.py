@@ -24,6 +24,8 @@ import queue
 import threading
 import time
 
+from google.protobuf import empty_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, status_pb2
 import grpc
 
@@ -52,40 +54,25 @@ def _is_bmv2_json(text):
     return isinstance(doc, dict) and ("pipelines" in doc or "header_types" in doc)
 
 
-def _varint(data, at):
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, at
+# p4.tmp.P4DeviceConfig's fields and wire types: reassign (bool), extras (message), device_data (bytes)
+_LEGACY_CONFIG_FIELDS = {1: 0, 2: 2, 3: 2}
 
 
 def _legacy_device_data(config):
-    """device_data of a serialised p4.tmp.P4DeviceConfig (reassign = 1, extras = 2,
-    device_data = 3), which p4lang/tutorials' controllers wrap the BMv2 JSON in; else None."""
-    at, found = 0, None
+    """device_data of a serialised p4.tmp.P4DeviceConfig, which p4lang/tutorials' controllers wrap
+    the BMv2 JSON in; else None. (The p4runtime package has no p4.tmp module: the bytes are read as
+    an Empty's unknown fields.)"""
+    message = empty_pb2.Empty()
     try:
-        while at < len(config):
-            tag, at = _varint(config, at)
-            field, kind = tag >> 3, tag & 7
-            if kind == 0:
-                _, at = _varint(config, at)
-            elif kind == 2:
-                size, at = _varint(config, at)
-                if at + size > len(config):
-                    return None
-                if field == 3:
-                    found = config[at:at + size]
-                at += size
-            else:
-                return None
-            if field not in (1, 2, 3):
-                return None
-    except IndexError:
+        message.ParseFromString(config)
+    except DecodeError:
         return None
+    found = None
+    for field in message.UnknownFields():
+        if _LEGACY_CONFIG_FIELDS.get(field.field_number) != field.wire_type:
+            return None
+        if field.field_number == 3:
+            found = field.data
     return found
 
 
