@@ -128,3 +128,29 @@ def test_a_preinitialized_table_is_immutable_as_on_bmv2_but_reconciles(dev):
     assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", PROGRAM) == "OK"
     (read,) = _read(dev, "table_entry {{ table_id: {init_t} }}")
     assert read.table_entry.match[0].exact.value == b"\x88\xb6"
+
+
+def test_wildcard_reads_filter_on_action_controller_metadata_and_metadata(dev):
+    """The spec's wildcard-read filters (PI ignores them and returns every entry): a set
+    action_id (parameters are not compared), controller_metadata or metadata keeps the entries
+    that have it; a filter on a member or group id is not one the spec offers (INVALID_ARGUMENT)."""
+    def insert(src, action, cookie, metadata):
+        text = ("table_entry {{ table_id: {dc_t} match {{ field_id: 1 exact {{ value: '%s' }} }} "
+                "action {{ action {{ action_id: {%s} %s }} }} controller_metadata: %d metadata: '%s' }}"
+                % (src, action, "params {{ param_id: 1 value: '\\x02' }}" if action == "fwd" else "",
+                   cookie, metadata))
+        assert _code(dev, "INSERT", text) == "OK"
+    insert("\\x01", "fwd", 5, "a")
+    insert("\\x02", "NoAction", 5, "b")
+    insert("\\x03", "fwd", 6, "b")
+
+    def sources(filters):
+        return sorted(e.table_entry.match[0].exact.value[-1]
+                      for e in _read(dev, "table_entry {{ table_id: {dc_t} %s }}" % filters))
+    assert sources("") == [1, 2, 3]
+    assert sources("action {{ action {{ action_id: {fwd} params {{ param_id: 1 value: '\\x09' }} }} }}") == [1, 3]
+    assert sources("controller_metadata: 5") == [1, 2]
+    assert sources("metadata: 'b'") == [2, 3]
+    assert sources("action {{ action {{ action_id: {fwd} }} }} metadata: 'b'") == [3]
+    assert _read_code(dev, "table_entry {{ table_id: {dc_t} action {{ action_profile_member_id: 1 }} }}") \
+        == "INVALID_ARGUMENT"

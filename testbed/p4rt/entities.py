@@ -660,6 +660,7 @@ class EntityHandler:
         now_us = self.now_us() if want_elapsed else 0
         if te.is_default_action and want_elapsed:
             raise invalid("default entries do not age: leave time_since_last_hit unset when reading them")
+        action_filter = _action_filter(te)
         for info in infos:
             table = self._engine("tables", info.name, "table")
             if want_elapsed and not info.supports_idle_timeout:
@@ -686,11 +687,26 @@ class EntityHandler:
                     continue
                 if wanted is None and te.priority and entry.priority != te.priority:
                     continue
+                if not self._passes_read_filters(te, entry, action_filter):
+                    continue
                 out = self._entry_proto(info, entry, want_counters, want_meters)
                 if want_elapsed:
                     since = getattr(entry, "last_hit_us", now_us)
                     out.time_since_last_hit.elapsed_ns = max(0, now_us - since) * 1000
                 yield self._wrap("table_entry", out)
+
+    def _passes_read_filters(self, te, entry, action_filter):
+        """The spec's wildcard-read filters besides match and priority: a set action_id,
+        controller_metadata or metadata keeps only the entries that have it (PI ignores them)."""
+        if te.controller_metadata and getattr(entry, "controller_metadata", 0) != te.controller_metadata:
+            return False
+        if te.metadata and getattr(entry, "metadata", b"") != te.metadata:
+            return False
+        if action_filter is not None:
+            ainfo = self.index.action_by_name.get(getattr(entry.action, "action", None))
+            if ainfo is None or ainfo.id != action_filter:
+                return False
+        return True
 
     def _entry_proto(self, info, entry, want_counters=False, want_meters=False):
         out = p4runtime_pb2.TableEntry(table_id=info.id, priority=entry.priority or 0)
@@ -874,6 +890,17 @@ class EntityHandler:
         for id_, message in sorted(self.state.digest_configs.items()):
             if not d.digest_id or id_ == d.digest_id:
                 yield self._wrap("digest_entry", message)
+
+
+def _action_filter(te):
+    """The action_id a table read filters on (None: no action filter). The spec filters on a
+    direct action's id only, not on its parameters nor on member or group ids."""
+    if not te.HasField("action"):
+        return None
+    kind = te.action.WhichOneof("type")
+    if kind != "action":
+        raise invalid(f"a read filters on a direct action's action_id only, not on {kind or 'an empty action'}")
+    return te.action.action.action_id or None
 
 
 def is_immutable(info, table):
