@@ -1,7 +1,8 @@
 """p4c grammar forms about names and declarations that the engine refused: `.x` and `.T` naming
 the top level's declaration past a local one that shadows it (p4c's prefixedNonTypeName and
-prefixedType), and a typedef of a struct, header or enum declared in place. Each program is
-run on frames and its output compared with what BMv2 sends."""
+prefixedType), a typedef of a struct, header or enum declared in place, and actions sharing a
+control-plane name while only one is used. Each program is run on frames and its output compared
+with what BMv2 sends."""
 from test_p4engine_accept import frame, program, refused, run
 from test_p4engine_syntax_sugar import line_col
 
@@ -74,4 +75,46 @@ def test_a_typedef_may_declare_the_struct_header_or_enum_it_names():
         typedef enum Colour { RED, GREEN } ColourD;
         """)
     assert run(src, frame()) == [(0, frame(dst=1, ethertype=0x556D))]
+
+
+# ------------------------------------------------------------------ actions sharing a name
+
+CLASHING_ACTIONS = """
+        @noWarn("unused") @name(".NoAction") action NoAction_1() { }
+        @noWarn("unused") @name(".NoAction") action NoAction_2() { }
+        @name("fwd") action fwd_1() { sm.egress_spec = 1; }
+        @name("fwd") action fwd_2() { sm.egress_spec = 2; }
+        table t {
+            key = { hdr.eth.dst : exact; }
+            actions = { fwd_2; NoAction_1; %s }
+            const entries = { 0xaa : fwd_2(); }
+            default_action = NoAction_1();
+        }
+        apply { t.apply(); }"""
+
+
+def test_actions_may_share_a_control_plane_name_while_one_is_unused():
+    # p4c's front-end dumps declare @name(".NoAction") NoAction_1, NoAction_2 next to core.p4's
+    # NoAction: p4c removes the unused ones before DuplicateActionControlPlaneNameCheck
+    src = program(CLASHING_ACTIONS % "")
+    assert run(src, frame(dst=0xaa)) == [(2, frame(dst=0xaa))]     # fwd_2, not fwd_1
+    assert run(src, frame(dst=0xbb)) == [(0, frame(dst=0xbb))]
+    p4info = compile_source(src).p4info
+    assert sorted(a.preamble.name for a in p4info.actions) == ["I.fwd", "NoAction"]
+
+
+def test_two_used_actions_sharing_a_control_plane_name_are_refused():
+    src = program(CLASHING_ACTIONS % "NoAction_2;")
+    line, col = line_col(src, "@noWarn", 1)
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: two actions are both named 'NoAction'")
+
+
+def test_an_action_called_only_by_an_unused_action_is_unused_too():
+    src = program(CLASHING_ACTIONS.replace("apply {", "action never() { NoAction_2(); fwd_1(); }\n        apply {")
+                  % "")
+    assert run(src, frame(dst=0xaa)) == [(2, frame(dst=0xaa))]
+    # called from the apply block, fwd_1 is used: it and fwd_2 clash
+    src = program(CLASHING_ACTIONS.replace("apply { t.apply(); }", "apply { t.apply(); fwd_1(); }") % "")
+    line, col = line_col(src, '@name("fwd") action fwd_2')
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: two actions are both named 'I.fwd'")
 

@@ -839,8 +839,11 @@ class DeclarationsMixin:
         em.ensure_body(mark)
         em.dedent()
         self.em.lines.extend(em.lines)
-        if name in self.out.actions and self.out.actions[name].decl is not d:
-            self.err(f"two actions are both named '{name}'", d.loc)
+        other = self.out.actions.get(name)
+        if other is not None and other.decl is not d:
+            # p4c checks control-plane names after removing unused declarations: decided at the end
+            clash = self.action_name_clashes.setdefault(name, [other])
+            clash[:] = [a for a in clash if a.decl is not d] + [info]
         self.out.actions[name] = info
         return info
 

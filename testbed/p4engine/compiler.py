@@ -69,6 +69,8 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.sub_blocks = set()          # parser/control instances declared inside another block
         self.folded_away = 0             # > 0 while compiling code p4c's constant folding removes
         self.extern_function_calls = set()   # (block instance, action or None) of live calls in controls
+        self.action_name_clashes = {}    # control-plane name -> the actions declared with it (2 or more)
+        self.called_action_infos = {}    # id of the calling ActionInfo (None: a control) -> ids it calls
 
     # ------------------------------------------------------------------------- diagnostics
     def err(self, msg, loc):
@@ -112,6 +114,31 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
                     pending.append(callee)
         return used
 
+    def check_action_name_clashes(self, used):
+        """Two actions may share a control-plane name (p4c's front-end dumps hold several
+        @name(".NoAction")) while at most one of them is used: p4c's unused-declaration pass
+        removes the others before its DuplicateActionControlPlaneNameCheck."""
+        if not self.action_name_clashes:
+            return
+        live_ids = set(self.called_action_infos.get(None, ()))
+        for table in self.out.tables.values():
+            if table.name in self.out.applied_tables:
+                live_ids.update(id(ai) for ai, _ in table.actions)
+                if table.default_action and table.default_action[0] is not None:
+                    live_ids.add(id(table.default_action[0]))
+        pending = list(live_ids)
+        while pending:          # and the actions these call
+            for callee in self.called_action_infos.get(pending.pop(), ()):
+                if callee not in live_ids:
+                    live_ids.add(callee)
+                    pending.append(callee)
+        for name, infos in self.action_name_clashes.items():
+            live = [ai for ai in infos if name in used and id(ai) in live_ids]
+            if len(live) > 1:
+                self.err(f"two actions are both named '{name}'", live[1].decl.loc)
+            if live:
+                self.out.actions[name] = live[0]
+
     def name_loc(self, node, name=None):
         """Where `node`'s name is written (p4c points at the name, not at the keyword or the
         direction before it); the node's own location if the source line does not show it."""
@@ -133,6 +160,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.out.package_annos = main.info[0].annos     # P4Info's pkg_info (@pkginfo, ...)
         self.resolve_uses()
         used = self.used_actions()
+        self.check_action_name_clashes(used)
         self.out.calls_extern_functions = any(
             block not in self.out.unapplied_blocks and (action is None or action in used)
             for block, action in self.extern_function_calls)

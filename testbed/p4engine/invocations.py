@@ -68,8 +68,11 @@ def call_action(self, ai, n, ctx):
         self.err("actions cannot be called in a parser", n.loc)
     if ctx.where != "action":
         self.note_use("actions", ai.name, ctx)
+        if not ctx.unreachable:
+            self.called_action_infos.setdefault(None, set()).add(id(ai))
     elif ctx.action is not None and not ctx.unreachable:
         self.actions_called_by.setdefault(ctx.action.name, set()).add(ai.name)
+        self.called_action_infos.setdefault(id(ctx.action), set()).add(id(ai))
     params = [(name, d, t, ai.inout_slots.get(name)) for name, d, t in ai.params]
     values, copy_out = _bind_args(self, params, n, ctx, f"action {ai.name}", ai.decl.params, ai.scope)
     args = ", ".join(f"{k!r}: {v.code}" for k, v in ai.control_args(values).items())
