@@ -1,8 +1,8 @@
 """p4c grammar forms about names and declarations that the engine refused: `.x` and `.T` naming
 the top level's declaration past a local one that shadows it (p4c's prefixedNonTypeName and
-prefixedType), a typedef of a struct, header or enum declared in place, and actions sharing a
-control-plane name while only one is used. Each program is run on frames and its output compared
-with what BMv2 sends."""
+prefixedType), a typedef of a struct, header or enum declared in place, actions sharing a
+control-plane name while only one is used, and for loop variables named like a type. Each
+program is run on frames and its output compared with what BMv2 sends."""
 from test_p4engine_accept import frame, program, refused, run
 from test_p4engine_syntax_sugar import line_col
 
@@ -118,3 +118,32 @@ def test_an_action_called_only_by_an_unused_action_is_unused_too():
     line, col = line_col(src, '@name("fwd") action fwd_2')
     assert refused(src).startswith(f"<string>:{line}:{col}: error: two actions are both named 'I.fwd'")
 
+
+# ------------------------------------------------------------------ loop variables named like types
+
+def test_a_for_loop_variable_may_be_named_like_a_type():
+    # p4c declares a C-style loop's variable in the enclosing block as it parses the header, so
+    # `counter` (v1model's extern) is an identifier in the condition, the update and the body
+    src = program("""
+        apply {
+            bit<16> sum = 0;
+            for (bit<8> counter = 0, bit<8> meter = 10; counter < 4; counter = counter + 1, meter = meter - 1) {
+                sum = sum + (bit<16>)counter + (bit<16>)meter;
+            }
+            hdr.eth.type = sum;
+        }""")
+    assert run(src, frame()) == [(0, frame(ethertype=0 + 1 + 2 + 3 + 10 + 9 + 8 + 7))]
+
+
+def test_a_for_in_variable_named_like_a_type_stays_a_type_in_the_body():
+    # p4c's forInStatement declares no object for its name (no declareObject), so its lexer
+    # still reads `meter` in the body as v1model's type
+    src = program("""
+        apply {
+            bit<16> sum = 0;
+            for (bit<8> meter in 1 .. 3) { sum = sum + (bit<16>)meter; }
+            hdr.eth.type = sum;
+        }""")
+    line, col = line_col(src, "meter; }")
+    col += len("meter")
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: syntax error: unexpected ';'")

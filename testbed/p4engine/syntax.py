@@ -117,6 +117,8 @@ class _Shadows:
         self.parens = 0
         self.in_typedef = False
         self.fields_next = False    # the next '{' opens fields (which p4c does not declare)
+        self.for_next = False       # after `for`: its '(' opens the loop's header
+        self.for_parens = 0         # the paren depth of the for header being read (0: none)
 
     def names_object(self, tok, prev, data):
         """Whether type name `tok` names an object here: declared now, or earlier in scope."""
@@ -129,18 +131,26 @@ class _Shadows:
         follows = _NEXT_CHAR.match(data, tok.end_pos)
         if follows is None or follows.group(1) not in ";=,)[":
             return False
-        (self.pending if self.parens else self.scopes[-1]).add(name)
+        # a C-style for loop's variable: p4c declares it in the enclosing block, from here on
+        in_for_header = self.for_parens and self.parens == self.for_parens
+        (self.pending if self.parens and not in_for_header else self.scopes[-1]).add(name)
         return True
 
     def follow(self, tok):
         v = tok.value
-        if v == "typedef" or tok.type == "NEWTYPE":
+        if v == "for" and tok.type != "NAME":
+            self.for_next = True
+        elif v == "typedef" or tok.type == "NEWTYPE":
             self.in_typedef = True
         elif v in ("struct", "header", "header_union"):
             self.fields_next = True
         elif v == "(":
             self.parens += 1
+            if self.for_next:
+                self.for_parens, self.for_next = self.parens, False
         elif v == ")":
+            if self.parens == self.for_parens:
+                self.for_parens = 0
             self.parens = max(0, self.parens - 1)
         elif v == "{":
             self.scopes.append(self.pending)
