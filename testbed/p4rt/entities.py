@@ -23,6 +23,16 @@ INSERT, MODIFY, DELETE = Update.INSERT, Update.MODIFY, Update.DELETE
 OP_NAMES = {INSERT: "INSERT", MODIFY: "MODIFY", DELETE: "DELETE"}
 
 
+def _entry_id(info, keys, priority):
+    """A table entry's identity (table, match, priority), as the one-shot groups are kept by."""
+    return info.id, tuple(_key_form(k) for k in keys), priority
+
+
+def _has_direct(info, resources):
+    """Whether the table has one of `resources` (the P4Info's direct counters or meters)."""
+    return bool(info.direct_resource_ids & resources.keys())
+
+
 def _key_form(key):
     """A comparable form of an engine key object (engine classes or the stand-ins)."""
     if key is None:
@@ -170,7 +180,7 @@ class EntityHandler:
         if immutable:
             self._set_direct_resources(table, info, keys, priority, *self._direct_resource_values(info, te))
             return
-        key = (info.id, tuple(_key_form(k) for k in keys), priority)
+        key = _entry_id(info, keys, priority)
         if op == DELETE:
             table.delete(keys, priority=priority)
             self._drop_oneshot(key)
@@ -281,11 +291,11 @@ class EntityHandler:
         refused with INVALID_ARGUMENT, as PI does, when the table has no such direct resource."""
         counter = meter = None
         if te.HasField("counter_data"):
-            if not info.direct_resource_ids & set(self.index.direct_counters):
+            if not _has_direct(info, self.index.direct_counters):
                 raise invalid(f"table {info.name} has no direct counter: leave counter_data unset")
             counter = (te.counter_data.packet_count, te.counter_data.byte_count)
         if te.HasField("meter_config"):
-            if not info.direct_resource_ids & set(self.index.direct_meters):
+            if not _has_direct(info, self.index.direct_meters):
                 raise invalid(f"table {info.name} has no direct meter: leave meter_config unset")
             c = te.meter_config
             meter = _checked_meter_config(f"table {info.name} meter_config", c)
@@ -527,7 +537,7 @@ class EntityHandler:
         info = self.index.table(te.table_id)
         table = self._engine("tables", info.name, "table")
         resources = self.index.direct_counters if kind == "direct counter" else self.index.direct_meters
-        if not info.direct_resource_ids & set(resources):
+        if not _has_direct(info, resources):
             raise invalid(f"table {info.name} has no {kind}")      # as PI
         keys = self._keys(info, te.match)
         priority = self._priority(info, te.priority)
@@ -719,15 +729,15 @@ class EntityHandler:
         if kind == "MemberRef":
             out.action.action_profile_member_id = action.id
         elif kind == "GroupRef" and is_hidden(action.id):
-            key = (info.id, tuple(_key_form(k) for k in entry.keys), entry.priority or None)
-            for call, weight in self.state.oneshots.action_set(key) or ():
+            action_set = self.state.oneshots.action_set(_entry_id(info, entry.keys, entry.priority or None))
+            for call, weight in action_set or ():
                 item = out.action.action_profile_action_set.action_profile_actions.add(weight=weight)
                 item.action.CopyFrom(self._action_proto(call))
         elif kind == "GroupRef":
             out.action.action_profile_group_id = action.id
         elif action is not None and action.action is not None:
             out.action.action.CopyFrom(self._action_proto(action))
-        if want_counters and info.direct_resource_ids & set(self.index.direct_counters) \
+        if want_counters and _has_direct(info, self.index.direct_counters) \
                 and getattr(entry, "counter", None) is not None:
             out.counter_data.packet_count, out.counter_data.byte_count = entry.counter
         if want_meters and getattr(entry, "meter_config", None) is not None:
@@ -834,7 +844,7 @@ class EntityHandler:
             table_ids = {r.direct_table_id for r in resources.values()}
             infos = [self.index.tables[t] for t in table_ids if t in self.index.tables]
         for info in infos:
-            if not info.direct_resource_ids & set(resources):
+            if not _has_direct(info, resources):
                 raise invalid(f"table {info.name} has no such direct resource")
             table = self._engine("tables", info.name, "table")
             if te.match:
