@@ -167,23 +167,15 @@ class EntityHandler:
         if te.is_default_action:
             self._write_default_entry(op, info, table, te)
             return
-        immutable = is_immutable(info, table)
-        if immutable and (op != MODIFY or te.HasField("action")
-                          or not (te.HasField("counter_data") or te.HasField("meter_config"))):
-            # the spec: a const table's entries take only a MODIFY of their direct resources
-            what = "const entries" if info.is_const else \
-                "initial entries, kept immutable as BMv2 keeps them"
-            raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has {what}: only "
-                                 "their direct counters and meters can be modified (without an action)")
+        if is_immutable(info, table):
+            self._write_immutable_entry(op, info, table, te)
+            return
         keys = self._keys(info, te.match)
         priority = self._priority(info, te.priority)
-        if immutable:
-            self._set_direct_resources(table, info, keys, priority, *self._direct_resource_values(info, te))
-            return
-        key = _entry_id(info, keys, priority)
+        entry_id = _entry_id(info, keys, priority)
         if op == DELETE:
             table.delete(keys, priority=priority)
-            self._drop_oneshot(key)
+            self._drop_oneshot(entry_id)
             return
         if not te.HasField("action"):
             raise invalid(f"table {info.name}: {OP_NAMES[op]} needs an action")
@@ -193,21 +185,10 @@ class EntityHandler:
         # direct resources are checked before the entry changes: a refused update changes nothing
         counter, meter = self._direct_resource_values(info, te)
         if oneshot:
-            profile = self._profile(info.implementation_id)
-            group_id, member_ids = self.state.oneshots.create(profile, calls)
-            action = E.GroupRef(group_id)
-        try:
-            if op == INSERT:
-                entry = table.insert(keys, action, priority=priority)
-            else:
-                entry = table.modify(keys, action, priority=priority)
-        except Exception:
-            if oneshot:
-                self.state.oneshots.drop(profile, group_id, member_ids)
-            raise
-        self._drop_oneshot(key)            # the group a MODIFY replaced
-        if oneshot:
-            self.state.oneshots.adopt(key, info.implementation_id, group_id, member_ids, calls)
+            entry = self._place_oneshot_entry(op, info, table, keys, priority, calls)
+        else:
+            entry = (table.insert if op == INSERT else table.modify)(keys, action, priority=priority)
+            self._drop_oneshot(entry_id)            # the group a MODIFY replaced
         if entry is not None:         # (the engine's tables return it; stand-ins may not)
             entry.controller_metadata, entry.metadata = te.controller_metadata, te.metadata
             if info.supports_idle_timeout:
@@ -215,6 +196,33 @@ class EntityHandler:
                 entry.idle_timeout_ns = te.idle_timeout_ns
                 entry.last_hit_us, entry.notified_us = self.now_us(), None
         self._set_direct_resources(table, info, keys, priority, counter, meter)
+
+    def _write_immutable_entry(self, op, info, table, te):
+        """The spec: a const table's entries take only a MODIFY of their direct resources."""
+        if op != MODIFY or te.HasField("action") \
+                or not (te.HasField("counter_data") or te.HasField("meter_config")):
+            what = "const entries" if info.is_const else \
+                "initial entries, kept immutable as BMv2 keeps them"
+            raise P4RuntimeError(code_pb2.PERMISSION_DENIED, f"table {info.name} has {what}: only "
+                                 "their direct counters and meters can be modified (without an action)")
+        keys = self._keys(info, te.match)
+        priority = self._priority(info, te.priority)
+        self._set_direct_resources(table, info, keys, priority, *self._direct_resource_values(info, te))
+
+    def _place_oneshot_entry(self, op, info, table, keys, priority, calls):
+        """INSERT or MODIFY an entry pointing at a new hidden group of `calls`; the group is
+        removed again if the table refuses the entry, and a MODIFY frees the group it replaced."""
+        profile = self._profile(info.implementation_id)
+        group_id, member_ids = self.state.oneshots.create(profile, calls)
+        try:
+            entry = (table.insert if op == INSERT else table.modify)(keys, E.GroupRef(group_id), priority=priority)
+        except Exception:
+            self.state.oneshots.drop(profile, group_id, member_ids)
+            raise
+        entry_id = _entry_id(info, keys, priority)
+        self._drop_oneshot(entry_id)
+        self.state.oneshots.adopt(entry_id, info.implementation_id, group_id, member_ids, calls)
+        return entry
 
     def _set_direct_resources(self, table, info, keys, priority, counter, meter):
         if counter is not None:
