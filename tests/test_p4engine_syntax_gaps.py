@@ -1,7 +1,7 @@
-"""P4_16 1.2.x syntax p4c's front end takes that the engine refused: `+:` slices, bit<0>,
-tuple<>, `T name[N]` declarators, `A = ...` in serializable enums. Each program is run and its
-output compared with what BMv2 sends; what p4c or p4c-bm2-ss refuses is refused at the same
-place, with p4c's reason."""
+"""P4_16 1.2.x syntax p4c's front end takes that the engine refused: `+:` slices, bit<0>, tuple<>,
+`T name[N]` declarators, `A = ...` in serializable enums, widths that are expressions without
+'>'. Each program is run and its output compared with what BMv2 sends; what p4c or p4c-bm2-ss
+refuses is refused at the same place, with p4c's reason."""
 import pytest
 
 from testbed.p4engine import P4Error, compile_source
@@ -423,3 +423,26 @@ def test_list_may_name_a_field_or_variable_as_in_p4c():
     src = program("apply { bit<32> list = 3; meta.list = 4; hdr.eth.type = (bit<16>)meta.list; }",
                   meta="bit<32> list;")
     assert run(src, frame()) == [(0, frame(ethertype=4))]
+
+
+# ------------------------------------------------------------------ widths: expressions without '>'
+
+def test_a_width_may_be_any_expression_without_a_greater_than():
+    # p4c's nonGrtExpression: comparisons but '>', logic, bitwise operators, ?: (bitexpr1: bit<b^3>)
+    src = program("""
+        apply {
+            bit<A < 3 ? 16 : 8> x = 0xffff;
+            bit<B ^ 3> y = 0xff;
+            bit<A == 2 && B != 0 ? 4 : 2> z = 0xf;
+            bit<1 << 3 | 0> w = 0x1ff;
+            hdr.eth.type = x;
+            hdr.eth.dst = (bit<48>)y;
+            hdr.eth.src = (bit<48>)(z ++ w);
+        }""", decls="const bit<8> A = 2; const int B = 11;")
+    assert run(src, frame()) == [(0, frame(dst=0xff, src=0xfff, ethertype=0xffff))]
+
+
+def test_a_greater_than_closes_the_width_as_in_p4c():
+    src = program("apply { bit<A > 3 ? 16 : 8> x = 0; }", decls="const bit<8> A = 2;")
+    line, col = line_col(src, "3 ? 16")
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: syntax error")

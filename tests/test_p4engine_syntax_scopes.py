@@ -147,3 +147,4 @@ def test_a_for_in_variable_named_like_a_type_stays_a_type_in_the_body():
     line, col = line_col(src, "meter; }")
     col += len("meter")
     assert refused(src).startswith(f"<string>:{line}:{col}: error: syntax error: unexpected ';'")
+

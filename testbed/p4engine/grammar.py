@@ -31,8 +31,19 @@ base_type: "bool"                      -> t_bool
          | "int" _lt width _gt         -> t_int
          | "int"                       -> t_infint
          | "varbit" _lt width _gt      -> t_varbit
-width: "(" expr ")" | width_sum       // p4c's nonGrtExpression: bit<W>, bit<N + 1>, bit<c.f[7:0]>
-?width_sum: width_prod | width_sum (PLUS | MINUS) width_prod -> binop
+width: "(" expr ")" | width_cond      // p4c's nonGrtExpression: bit<W>, bit<N + 1>, bit<c.f[7:0]>,
+                                      // bit<b ^ 3>, bit<a < 3 ? 5 : 4> (an expression without '>')
+?width_cond: width_lor | width_lor "?" expr ":" width_cond -> cond
+?width_lor: width_land | width_lor "||" width_land -> lor_op
+?width_land: width_eq | width_land "&&" width_eq -> land_op
+?width_eq: width_rel | width_eq EQOP width_rel -> binop
+?width_rel: width_bor | width_rel RELOP width_bor -> binop
+          | width_rel LT width_bor -> binop
+?width_bor: width_bxor | width_bor "|" width_bxor -> bor_op
+?width_bxor: width_band | width_bxor "^" width_band -> bxor_op
+?width_band: width_shift | width_band "&" width_shift -> band_op
+?width_shift: width_sum | width_shift "<<" width_sum -> shl_op
+?width_sum: width_prod | width_sum (PLUS | MINUS | ADDOP) width_prod -> binop
 ?width_prod: width_atom | width_prod MULOP width_atom -> binop
 ?width_atom: INT -> int_lit
            | nontype_name -> name_ref
