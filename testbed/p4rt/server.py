@@ -24,7 +24,7 @@ import queue
 import threading
 import time
 
-from google.protobuf import empty_pb2
+from google.protobuf import empty_pb2, text_format
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, status_pb2
 import grpc
@@ -33,7 +33,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from testbed.p4rt import idle_timeout
 from testbed.p4rt.digests import DigestLists
-from testbed.p4rt.entities import DeviceState, EntityHandler, digest_data, is_immutable
+from testbed.p4rt.entities import INSERT, MODIFY, DeviceState, EntityHandler, digest_data, is_immutable
 from testbed.p4rt.errors import (GRPC_CODES, P4RuntimeError, abort_with_status, invalid, not_found,
                                  write_batch_status)
 from testbed.p4rt.p4info import P4InfoIndex, decode_int, encode_int
@@ -85,6 +85,17 @@ def is_bmv2_device_config(config):
         except UnicodeDecodeError:
             pass
     return False
+
+
+# What RECONCILE_AND_COMMIT copies, as (update type, wildcard read): members and groups before
+# the entries that name them; indexed arrays and value sets exist already, so they are modified
+_RECONCILE_READS = [(op, text_format.Parse(text, p4runtime_pb2.Entity())) for op, text in (
+    (INSERT, "action_profile_member {}"), (INSERT, "action_profile_group {}"),
+    (INSERT, "table_entry { counter_data {} meter_config {} }"),
+    (MODIFY, "meter_entry {}"), (MODIFY, "counter_entry {}"), (MODIFY, "register_entry {}"),
+    (INSERT, "packet_replication_engine_entry { multicast_group_entry {} }"),
+    (INSERT, "packet_replication_engine_entry { clone_session_entry {} }"),
+    (INSERT, "digest_entry {}"), (MODIFY, "value_set_entry {}"))]
 
 
 def compile_device_config(device_config, target=None):
@@ -309,31 +320,16 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         running pipeline is written into the new one before it takes over. If any of it does
         not fit the new program, UNKNOWN (as PI answers) and the running pipeline is untouched."""
         installed = self._require_pipeline()
-        old = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock,
-                            ports=self._port_numbers(), now_us=getattr(self.switch, "now_us", None))
+        old = self._entities(installed, self.state, self.switch.lock)
         state = DeviceState()
-        new = EntityHandler(prepared.index, prepared.pipeline, state, threading.Lock(),
-                            ports=self._port_numbers(), now_us=getattr(self.switch, "now_us", None))
-        reads = [("INSERT", "action_profile_member", ""), ("INSERT", "action_profile_group", ""),
-                 ("INSERT", "table_entry", "counter_data meter_config"), ("MODIFY", "meter_entry", ""),
-                 ("MODIFY", "counter_entry", ""), ("MODIFY", "register_entry", ""),
-                 ("INSERT", "multicast_group_entry", "pre"), ("INSERT", "clone_session_entry", "pre"),
-                 ("INSERT", "digest_entry", ""), ("MODIFY", "value_set_entry", "")]
-        Update = p4runtime_pb2.Update
-        for op, kind, extra in reads:
-            query = p4runtime_pb2.Entity()
-            if extra == "pre":
-                getattr(query.packet_replication_engine_entry, kind).SetInParent()
-            else:
-                getattr(query, kind).SetInParent()
-                for field in extra.split():
-                    getattr(query.table_entry, field).SetInParent()
+        new = self._entities(prepared, state, threading.Lock())
+        for op, query in _RECONCILE_READS:
             for entity in old.read(query):
-                info = prepared.index.tables.get(entity.table_entry.table_id) if kind == "table_entry" else None
+                info = prepared.index.tables.get(entity.table_entry.table_id) if entity.HasField("table_entry") else None
                 if info is not None and is_immutable(info, prepared.pipeline.tables.get(info.name)):
                     continue          # the new program brings its own const (or initial) entries
                 try:
-                    new.write(Update(type=getattr(Update, op), entity=entity))
+                    new.write(p4runtime_pb2.Update(type=op, entity=entity))
                 except P4RuntimeError as exc:
                     raise P4RuntimeError(code_pb2.UNKNOWN, "RECONCILE_AND_COMMIT: the forwarding state does "
                                          f"not fit the new config ({exc.message}); nothing was changed") from None
@@ -373,8 +369,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 raise P4RuntimeError(code_pb2.UNIMPLEMENTED, "only CONTINUE_ON_ERROR atomicity is supported")
         except P4RuntimeError as exc:
             context.abort(exc.grpc_code, exc.message)
-        handler = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock,
-                                ports=self._port_numbers(), now_us=getattr(self.switch, "now_us", None))
+        handler = self._entities(installed, self.state, self.switch.lock)
         results = []
         for update in request.updates:
             try:
@@ -396,8 +391,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         try:
             self._check_device(request.device_id)
             installed = self._require_pipeline()
-            handler = EntityHandler(installed.index, installed.pipeline, self.state, self.switch.lock,
-                                    now_us=getattr(self.switch, "now_us", None))
+            handler = self._entities(installed, self.state, self.switch.lock)
             entities = []
             for entity in request.entities:
                 entities.extend(handler.read(entity))
@@ -673,6 +667,11 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if primary is None or primary.election_id != eid:
             raise P4RuntimeError(code_pb2.PERMISSION_DENIED,
                                  f"election id {eid} is not the primary's for role {role or '(default)'}")
+
+    def _entities(self, installed, state, lock):
+        """Writes and reads of `installed`'s pipeline with `state`, on the switch's ports and clock."""
+        return EntityHandler(installed.index, installed.pipeline, state, lock,
+                             ports=self._port_numbers(), now_us=getattr(self.switch, "now_us", None))
 
     def _port_numbers(self):
         """The ports replicas may name: the switch's ports and its CPU port."""
