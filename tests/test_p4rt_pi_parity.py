@@ -500,6 +500,31 @@ def test_reconcile_and_commit_keeps_the_forwarding_state(dev):
     assert not _get_pipeline(dev, Get.ALL).HasField("cookie")
 
 
+def test_reconcile_and_commit_keeps_the_default_actions_the_controller_set(dev):
+    """A default action the controller set is forwarding state too: RECONCILE_AND_COMMIT carries
+    it, with its metadata, to the new pipeline (the new program's default took its place); a
+    default never set, or reset, stays the new program's."""
+    assert _code(dev, "MODIFY", "table_entry {{ table_id: {exact_t} is_default_action: true controller_metadata: 7 "
+                                "action {{ action {{ action_id: {fwd} params {{ param_id: 1 value: '\\x03' }} }} }} }}") == "OK"
+    assert _code(dev, "MODIFY", "table_entry {{ table_id: {dc_t} is_default_action: true "
+                                "action {{ action {{ action_id: {fwd_dc} params {{ param_id: 1 value: '\\x02' }} }} }} }}") == "OK"
+    assert _code(dev, "MODIFY", "table_entry {{ table_id: {dc_t} is_default_action: true }}") == "OK"
+    other_defaults = PROGRAM.replace("default_action = drop(); }", "default_action = fwd(1); }") \
+        .replace("counters = dc; }", "counters = dc; default_action = fwd_dc(5); }")
+    assert other_defaults.count("default_action") == PROGRAM.count("default_action") + 1
+    assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", other_defaults) == "OK"
+    (kept,) = _read(dev, "table_entry {{ table_id: {exact_t} is_default_action: true }}")
+    assert kept.table_entry.controller_metadata == 7
+    assert kept.table_entry.action.action.params[0].value == b"\x03"
+    (reset,) = _read(dev, "table_entry {{ table_id: {dc_t} is_default_action: true }}")
+    assert reset.table_entry.action.action.action_id == dev["ids"]["fwd_dc"]
+    assert reset.table_entry.action.action.params[0].value == b"\x05"
+    # under the carried default lies the new program's: a reset brings it back
+    assert _code(dev, "MODIFY", "table_entry {{ table_id: {exact_t} is_default_action: true }}") == "OK"
+    (program_default,) = _read(dev, "table_entry {{ table_id: {exact_t} is_default_action: true }}")
+    assert program_default.table_entry.action.action.params[0].value == b"\x01"
+
+
 def _state(dev):
     queries = ["table_entry {{ }}", "action_profile_member {{ }}", "action_profile_group {{ }}",
                "meter_entry {{ meter_id: {mtr} index {{ index: 2 }} }}", "digest_entry {{ }}",

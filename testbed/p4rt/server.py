@@ -323,16 +323,26 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         old = self._entities(installed, self.state, self.switch.lock)
         state = DeviceState()
         new = self._entities(prepared, state, threading.Lock())
+
+        def carry(op, entity):
+            try:
+                new.write(p4runtime_pb2.Update(type=op, entity=entity))
+            except P4RuntimeError as exc:
+                raise P4RuntimeError(code_pb2.UNKNOWN, "RECONCILE_AND_COMMIT: the forwarding state does "
+                                     f"not fit the new config ({exc.message}); nothing was changed") from None
+
         for op, query in _RECONCILE_READS:
             for entity in old.read(query):
                 info = prepared.index.tables.get(entity.table_entry.table_id) if entity.HasField("table_entry") else None
-                if info is not None and is_immutable(info, prepared.pipeline.tables.get(info.name)):
-                    continue          # the new program brings its own const (or initial) entries
-                try:
-                    new.write(p4runtime_pb2.Update(type=op, entity=entity))
-                except P4RuntimeError as exc:
-                    raise P4RuntimeError(code_pb2.UNKNOWN, "RECONCILE_AND_COMMIT: the forwarding state does "
-                                         f"not fit the new config ({exc.message}); nothing was changed") from None
+                if info is None or not is_immutable(info, prepared.pipeline.tables.get(info.name)):
+                    carry(op, entity)    # (the new program brings its own const or initial entries)
+        # the default actions the controller set; one never set, or reset, is the new program's
+        for table_id in list(self.state.default_metadata):
+            info = prepared.index.tables.get(table_id)
+            if info is None or not info.const_default_action_id:
+                query = p4runtime_pb2.TableEntry(table_id=table_id, is_default_action=True)
+                for entity in old.read(p4runtime_pb2.Entity(table_entry=query)):
+                    carry(MODIFY, entity)
         return state
 
     def GetForwardingPipelineConfig(self, request, context):
