@@ -406,6 +406,30 @@ def test_digest_lists_are_deduplicated_until_acked_and_batched(dev):
     assert entry.digest_entry.config.max_list_size == 2
 
 
+def test_a_digest_list_of_a_replaced_pipeline_is_not_sent(dev):
+    """A list still buffered when a new pipeline takes over belongs to the old one: the old
+    DigestLists' last sweep does not send it (it went out with the new pipeline's P4Info and
+    took a list id of the new pipeline's)."""
+    assert _code(dev, "INSERT", "table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x0a\\x00\\x00\\x00\\x00\\x01' }} }} "
+                                "action {{ action {{ action_id: {learn} }} }} }}") == "OK"
+    hour = 3600 * 10**9
+    assert _code(dev, "INSERT", "digest_entry {{ digest_id: {learn_t} config {{ max_list_size: 10 "
+                                "max_timeout_ns: %d }} }}" % hour) == "OK"
+    messages = _Messages(dev["streams"][0])
+    old = dev["server"].state.digest_lists
+    dev["ports"][1].peer.send(_learn_frame(0xA))
+    import time
+    end = time.monotonic() + 20
+    while not any(d.buffer for d in old._digests.values()) and time.monotonic() < end:
+        time.sleep(0.01)                # (waits for the switch to take the frame)
+    assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", PROGRAM) == "OK"
+    old.sweep(now_ns=2 ** 62)           # the old timer's last sweep: its buffer is due
+    assert _code(dev, "MODIFY", "digest_entry {{ digest_id: {learn_t} config {{ max_list_size: 1 }} }}") == "OK"
+    dev["ports"][1].peer.send(_learn_frame(0xB))
+    digest = messages.next_digest()
+    assert (digest.list_id, int.from_bytes(digest.data[0].struct.members[0].bitstring, "big")) == (1, 0xB)
+
+
 def test_digest_timeouts_on_a_clock_the_test_sets():
     """max_timeout_ns bounds how long a buffer waits; ack_timeout_ns how long a sent digest is
     held back without an ack (DigestLists on a set clock, swept by the test)."""

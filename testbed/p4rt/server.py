@@ -17,6 +17,7 @@ of its clock; the server's ager thread runs sweep_idle_entries(), and expired
 entries reach the primary as IdleTimeoutNotification.
 """
 from concurrent import futures
+import functools
 import itertools
 import json
 import logging
@@ -262,7 +263,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         """Switch to `prepared` with `state` (a DeviceState already written into it, or a new one)."""
         prepared.pipeline.digest_callback = self._on_digest
         state = state or DeviceState()
-        state.digest_lists = DigestLists(self._send_digest_list)
+        state.digest_lists = DigestLists(functools.partial(self._send_digest_list, prepared))
         for digest_id, entry in state.digest_configs.items():
             state.digest_lists.configure(digest_id, entry.config)
         with self.switch.lock:
@@ -591,11 +592,11 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if info is not None:      # (configured or not: DigestLists drops it if not)
             lists.learn(info.preamble.id, tuple(values) if isinstance(values, list) else values)
 
-    def _send_digest_list(self, digest_id, list_id, values):
-        installed = self.installed
-        info = installed.index.digests.get(digest_id) if installed is not None else None
-        if info is None:
-            return
+    def _send_digest_list(self, installed, digest_id, list_id, values):
+        """A list of `installed`'s digests, to the primaries while that pipeline still runs."""
+        if self.installed is not installed:
+            return      # a replaced pipeline's list (its timer's last sweep): not this one's ids
+        info = installed.index.digests[digest_id]     # (DigestLists takes only its P4Info's ids)
         response = p4runtime_pb2.StreamMessageResponse()
         digest = response.digest
         digest.digest_id, digest.list_id, digest.timestamp = digest_id, list_id, time.time_ns()
