@@ -952,16 +952,16 @@ def _checked_meter_config(what, c):
 
 
 def _check_idle_timeout_fields(info, te):
-    """The spec's rules for idle_timeout_ns and time_since_last_hit in a written TableEntry
-    (INVALID_ARGUMENT, as PI answers): no negative TTL, none at all on a table without
-    support_timeout (P4Info NOTIFY_CONTROL) or on the default entry."""
+    """The spec's rules for idle_timeout_ns in a written TableEntry (INVALID_ARGUMENT, as PI
+    answers): no negative TTL, none at all on a table without support_timeout (P4Info
+    NOTIFY_CONTROL) or on the default entry. (time_since_last_hit is refused in every Write.)"""
     if te.idle_timeout_ns < 0:
-        raise invalid(f"table {info.name}: idle_timeout_ns must be positive, got {te.idle_timeout_ns}")
-    if te.is_default_action and (te.idle_timeout_ns or te.HasField("time_since_last_hit")):
-        raise invalid(f"table {info.name}: the default entry takes no idle_timeout_ns or time_since_last_hit")
-    if not info.supports_idle_timeout and (te.idle_timeout_ns or te.HasField("time_since_last_hit")):
+        raise invalid(f"table {info.name}: idle_timeout_ns must not be negative, got {te.idle_timeout_ns}")
+    if te.is_default_action and te.idle_timeout_ns:
+        raise invalid(f"table {info.name}: the default entry takes no idle_timeout_ns")
+    if not info.supports_idle_timeout and te.idle_timeout_ns:
         raise invalid(f"table {info.name} does not support idle timeout (no support_timeout = true): "
-                      "idle_timeout_ns must be 0 and time_since_last_hit unset")
+                      "idle_timeout_ns must be 0")
 
 
 # @p4runtime_translation: P4Info gives such a type's values at the controller's width, and the

@@ -590,6 +590,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             return
         info = installed.index.digest_by_name.get(name)
         if info is not None:      # (configured or not: DigestLists drops it if not)
+            # (a tuple: the digest cache keeps values in a set)
             lists.learn(info.preamble.id, tuple(values) if isinstance(values, list) else values)
 
     def _send_digest_list(self, installed, digest_id, list_id, values):
