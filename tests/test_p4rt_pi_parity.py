@@ -461,6 +461,31 @@ def test_digest_timeouts_on_a_clock_the_test_sets():
         lists.close()
 
 
+def test_a_digest_modify_sends_the_buffer_it_makes_due():
+    """A MODIFY to max_timeout_ns 0 (or to a max_list_size the buffer already fills) sends the
+    buffered digests at once; they waited for a digest that might never come."""
+    from p4.v1 import p4runtime_pb2 as pb
+    from testbed.p4rt.digests import DigestLists
+    sent = []
+    lists = DigestLists(lambda digest_id, list_id, values: sent.append((list_id, values)), clock_ns=lambda: 0)
+    try:
+        lists.configure(7, pb.DigestEntry.Config(max_timeout_ns=100, max_list_size=10))
+        lists.learn(7, (1,))
+        lists.learn(7, (2,))
+        assert sent == []
+        lists.configure(7, pb.DigestEntry.Config(max_timeout_ns=0, max_list_size=10))
+        assert sent == [(1, [(1,), (2,)])]
+        lists.configure(7, pb.DigestEntry.Config(max_timeout_ns=100, max_list_size=10))
+        lists.learn(7, (3,))
+        lists.learn(7, (4,))
+        lists.configure(7, pb.DigestEntry.Config(max_timeout_ns=100, max_list_size=2))
+        assert sent[1:] == [(2, [(3,), (4,)])]
+        lists.learn(7, (5,))                         # one of two: held
+        assert lists.sweep(50) == 100 and len(sent) == 2
+    finally:
+        lists.close()
+
+
 def _set_pipeline(dev, action, source, cookie=None):
     Request = p4runtime_pb2.SetForwardingPipelineConfigRequest
     request = Request(device_id=1, action=getattr(Request, action))

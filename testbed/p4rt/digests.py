@@ -9,8 +9,8 @@ Per configured digest (its DigestEntry.Config):
   dropped (the spec's cache). A DigestListAck (digest_id, list_id) clears that list's digests
   from the cache; so does ack_timeout_ns passing since the list was sent. With ack_timeout_ns 0
   nothing is cached, and every digest is sent.
-- list_id counts from 1 per digest. MODIFY keeps the buffer and the cache (as PI); DELETE, or a
-  new pipeline, drops them.
+- list_id counts from 1 per digest. MODIFY keeps the buffer and the cache (as PI), and sends the
+  buffer at once if the new config makes it due; DELETE, or a new pipeline, drops them.
 Times are the host's monotonic clock: a timer thread, started only when some config has a
 non-zero timeout, sends the buffers and expires the cache entries that are due.
 """
@@ -28,6 +28,13 @@ class _Digest:
         self.next_list_id = 1
 
 
+def _is_due(digest, now):
+    """Whether the buffer goes out as a list at `now`: full, not to be held, or held long enough."""
+    size, wait = digest.config.max_list_size, digest.config.max_timeout_ns
+    return bool(digest.buffer) and ((size and len(digest.buffer) >= size) or not wait
+                                    or digest.first_in_ns + wait <= now)
+
+
 class DigestLists:
     """send(digest_id, list_id, [values]) is called for every list, outside the lock."""
 
@@ -42,17 +49,24 @@ class DigestLists:
 
     def configure(self, digest_id, config):
         """INSERT/MODIFY (a DigestEntry.Config) or DELETE (None) of a digest's config."""
+        out = []
         with self._lock:
             if config is None:
                 self._digests.pop(digest_id, None)
             elif digest_id in self._digests:
-                self._digests[digest_id].config = config
+                digest = self._digests[digest_id]
+                digest.config = config
+                # a MODIFY may make the buffer due at once (max_timeout_ns 0, a smaller max_list_size)
+                now = self._clock_ns()
+                if _is_due(digest, now):
+                    out.append(self._take(digest_id, digest, now))
             else:
                 self._digests[digest_id] = _Digest(config)
             if config is not None and (config.max_timeout_ns or config.ack_timeout_ns):
                 self._start_timer()
             self._changes += 1
             self._lock.notify()
+        self._deliver(out)
 
     def learn(self, digest_id, values):
         """One digest from the data plane (dropped unless its digest is configured)."""
@@ -70,9 +84,7 @@ class DigestLists:
                 self._changes += 1           # the timer has a new deadline
                 self._lock.notify()
             digest.buffer.append(values)
-            size = digest.config.max_list_size
-            ready = (size and len(digest.buffer) >= size) or not digest.config.max_timeout_ns
-            out = [self._take(digest_id, digest, now)] if ready else []
+            out = [self._take(digest_id, digest, now)] if _is_due(digest, now) else []
         self._deliver(out)
 
     def ack(self, digest_id, list_id):
@@ -113,12 +125,11 @@ class DigestLists:
         out, deadline = [], None
         for digest_id, digest in self._digests.items():
             config = digest.config
-            if digest.buffer and config.max_timeout_ns:
+            if _is_due(digest, now):
+                out.append(self._take(digest_id, digest, now))
+            elif digest.buffer:
                 at = digest.first_in_ns + config.max_timeout_ns
-                if at <= now:
-                    out.append(self._take(digest_id, digest, now))
-                else:
-                    deadline = at if deadline is None else min(deadline, at)
+                deadline = at if deadline is None else min(deadline, at)
             for list_id, (sent_ns, values) in list(digest.unacked.items()):
                 at = sent_ns + config.ack_timeout_ns
                 if at <= now or not config.ack_timeout_ns:
