@@ -541,19 +541,22 @@ class EntityHandler:
             for i in range(info.size):
                 register.write(i, value)
 
-    def _direct_target(self, te, kind):
-        info = self.index.table(te.table_id)
-        table = self._engine("tables", info.name, "table")
-        resources = self.index.direct_counters if kind == "direct counter" else self.index.direct_meters
+    def _direct_table(self, info, resources, kind):
+        """The engine table of `info`, refused (INVALID_ARGUMENT, as PI) if it has no `kind`."""
         if not _has_direct(info, resources):
-            raise invalid(f"table {info.name} has no {kind}")      # as PI
+            raise invalid(f"table {info.name} has no {kind}")
+        return self._engine("tables", info.name, "table")
+
+    def _direct_target(self, te, resources, kind):
+        info = self.index.table(te.table_id)
+        table = self._direct_table(info, resources, kind)
         keys = self._keys(info, te.match)
         priority = self._priority(info, te.priority)
         return table, info, keys, priority
 
     def _write_direct_counter_entry(self, op, d):
         self._modify_only(op, "direct counter")
-        table, info, keys, priority = self._direct_target(d.table_entry, "direct counter")
+        table, info, keys, priority = self._direct_target(d.table_entry, self.index.direct_counters, "direct counter")
         if not d.HasField("data"):
             # the spec: without data the counter is not modified (PI zeroes it); the entry
             # must still exist
@@ -563,7 +566,7 @@ class EntityHandler:
 
     def _write_direct_meter_entry(self, op, d):
         self._modify_only(op, "direct meter")
-        table, info, keys, priority = self._direct_target(d.table_entry, "direct meter")
+        table, info, keys, priority = self._direct_target(d.table_entry, self.index.direct_meters, "direct meter")
         config = _checked_meter_config(f"table {info.name} direct meter", d.config) if d.HasField("config") else None
         self._set_entry(table, info, keys, priority, "meter_config", config)
 
@@ -844,7 +847,7 @@ class EntityHandler:
                 out.data.bitstring = encode_int(register.read(i))
                 yield entity
 
-    def _direct_entries(self, te, resources):
+    def _direct_entries(self, te, resources, kind):
         """(table info, entry) for the entries a direct resource read selects."""
         if te.table_id:
             infos = [self.index.table(te.table_id)]
@@ -852,9 +855,7 @@ class EntityHandler:
             table_ids = {r.direct_table_id for r in resources.values()}
             infos = [self.index.tables[t] for t in table_ids if t in self.index.tables]
         for info in infos:
-            if not _has_direct(info, resources):
-                raise invalid(f"table {info.name} has no such direct resource")
-            table = self._engine("tables", info.name, "table")
+            table = self._direct_table(info, resources, kind)
             if te.match:
                 keys = self._keys(info, te.match)
                 yield info, self._find_entry(table, info, keys, self._priority(info, te.priority))
@@ -863,7 +864,7 @@ class EntityHandler:
                     yield info, entry
 
     def _read_direct_counter_entry(self, d):
-        for info, entry in self._direct_entries(d.table_entry, self.index.direct_counters):
+        for info, entry in self._direct_entries(d.table_entry, self.index.direct_counters, "direct counter"):
             out = p4runtime_pb2.DirectCounterEntry()
             _key_proto(out.table_entry, info, entry)
             packets, nbytes = getattr(entry, "counter", None) or (0, 0)
@@ -871,7 +872,7 @@ class EntityHandler:
             yield self._wrap("direct_counter_entry", out)
 
     def _read_direct_meter_entry(self, d):
-        for info, entry in self._direct_entries(d.table_entry, self.index.direct_meters):
+        for info, entry in self._direct_entries(d.table_entry, self.index.direct_meters, "direct meter"):
             out = p4runtime_pb2.DirectMeterEntry()
             _key_proto(out.table_entry, info, entry)
             config = getattr(entry, "meter_config", None)
@@ -917,7 +918,8 @@ def _action_filter(te):
         return None
     kind = te.action.WhichOneof("type")
     if kind != "action":
-        raise invalid(f"a read filters on a direct action's action_id only, not on {kind or 'an empty action'}")
+        raise invalid(f"table entry read (table id {te.table_id}): a read filters on a direct action's "
+                      f"action_id only, not on {kind or 'an empty action'}")
     return te.action.action.action_id or None
 
 
