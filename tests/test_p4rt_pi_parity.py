@@ -3,6 +3,7 @@ would notice: status codes of refused writes, what reads return, the default ent
 direct resources, meters, action profile groups, the packet replication engine and the pipeline
 config. Each test names the PI behaviour it checks. The engine runs a real program with most
 entity kinds; clients are raw p4runtime stubs (the corner cases) and p4runtime-shell."""
+import time
 import types
 
 import grpc
@@ -361,6 +362,18 @@ class _Messages:
                 return message.digest
 
 
+# the frames _learn_frame builds hit it and raise a learn_t digest
+LEARN_ENTRY = ("table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x0a\\x00\\x00\\x00\\x00\\x01' }} }} "
+               "action {{ action {{ action_id: {learn} }} }} }}")
+
+
+def _wait_until(condition):
+    """Waits (20 s at most) for what another thread does: the switch, the stream's reader."""
+    end = time.monotonic() + 20
+    while not condition() and time.monotonic() < end:
+        time.sleep(0.01)
+
+
 def _learn_frame(src):
     return bytes.fromhex("0a0000000001") + src.to_bytes(6, "big") + b"\x88\xb5" + bytes(50)
 
@@ -371,8 +384,7 @@ def test_digest_lists_are_deduplicated_until_acked_and_batched(dev):
     it through again; max_list_size digests go in one list (with max_timeout_ns as the bound);
     list ids count from 1. A read of a digest not configured is NOT_FOUND, as PI answers."""
     assert _read_code(dev, "digest_entry {{ digest_id: {learn_t} }}") == "NOT_FOUND"
-    assert _code(dev, "INSERT", "table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x0a\\x00\\x00\\x00\\x00\\x01' }} }} "
-                                "action {{ action {{ action_id: {learn} }} }} }}") == "OK"
+    assert _code(dev, "INSERT", LEARN_ENTRY) == "OK"
     hour = 3600 * 10**9
     assert _code(dev, "INSERT", "digest_entry {{ digest_id: {learn_t} config {{ ack_timeout_ns: %d }} }}" % hour) == "OK"
     messages = _Messages(dev["streams"][0])
@@ -388,10 +400,7 @@ def test_digest_lists_are_deduplicated_until_acked_and_batched(dev):
     ack.digest_ack.digest_id, ack.digest_ack.list_id = dev["ids"]["learn_t"], 1
     dev["streams"][0].requests.put(ack)
     lists = dev["server"].state.digest_lists
-    import time
-    end = time.monotonic() + 20
-    while 0xA in {v[0] for d in lists._digests.values() for v in d.cached} and time.monotonic() < end:
-        time.sleep(0.01)                # (waits for the stream's reader to take the ack)
+    _wait_until(lambda: 0xA not in {v[0] for d in lists._digests.values() for v in d.cached})
     port.send(_learn_frame(0xA))        # acked: sent again
     third = messages.next_digest()
     assert (third.list_id, sources(third)) == (3, [0xA])
@@ -410,18 +419,14 @@ def test_a_digest_list_of_a_replaced_pipeline_is_not_sent(dev):
     """A list still buffered when a new pipeline takes over belongs to the old one: the old
     DigestLists' last sweep does not send it (it went out with the new pipeline's P4Info and
     took a list id of the new pipeline's)."""
-    assert _code(dev, "INSERT", "table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x0a\\x00\\x00\\x00\\x00\\x01' }} }} "
-                                "action {{ action {{ action_id: {learn} }} }} }}") == "OK"
+    assert _code(dev, "INSERT", LEARN_ENTRY) == "OK"
     hour = 3600 * 10**9
     assert _code(dev, "INSERT", "digest_entry {{ digest_id: {learn_t} config {{ max_list_size: 10 "
                                 "max_timeout_ns: %d }} }}" % hour) == "OK"
     messages = _Messages(dev["streams"][0])
     old = dev["server"].state.digest_lists
     dev["ports"][1].peer.send(_learn_frame(0xA))
-    import time
-    end = time.monotonic() + 20
-    while not any(d.buffer for d in old._digests.values()) and time.monotonic() < end:
-        time.sleep(0.01)                # (waits for the switch to take the frame)
+    _wait_until(lambda: any(d.buffer for d in old._digests.values()))
     assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", PROGRAM) == "OK"
     old.sweep(now_ns=2 ** 62)           # the old timer's last sweep: its buffer is due
     assert _code(dev, "MODIFY", "digest_entry {{ digest_id: {learn_t} config {{ max_list_size: 1 }} }}") == "OK"
