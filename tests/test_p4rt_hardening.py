@@ -64,6 +64,26 @@ class Stream:
         self.requests.put(req)
         return next(self.responses)
 
+    def collect(self):
+        """From now on a thread reads the responses; next_update() takes them."""
+        self.collected = queue.Queue()
+
+        def read():
+            try:
+                for message in self.responses:
+                    self.collected.put(message)
+            except grpc.RpcError:
+                pass
+        threading.Thread(target=read, daemon=True).start()
+        return self
+
+    def next_update(self, kind, wait=20.0):
+        """The next collected response of `kind` ("digest", ...), those of other kinds skipped."""
+        while True:
+            message = self.collected.get(timeout=wait)
+            if message.WhichOneof("update") == kind:
+                return getattr(message, kind)
+
     def close(self):
         self.requests.put(None)
         self.channel.close()

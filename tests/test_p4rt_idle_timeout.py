@@ -7,7 +7,6 @@ The switch runs on a clock the test sets, so ages are exact; the sweeps are the 
 (sweep_idle_entries), except where the switch's loop drives them. Clients: raw p4runtime stubs
 for the corner cases, p4runtime-shell for the common path."""
 import queue
-import threading
 
 import grpc
 import pytest
@@ -74,21 +73,10 @@ class Notifications:
     def __init__(self, addr):
         self.stream = Stream(addr)
         assert self.stream.arbitrate().arbitration.status.code == 0
-        self.messages = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        try:
-            for message in self.stream.responses:
-                self.messages.put(message)
-        except grpc.RpcError:
-            pass
+        self.stream.collect()
 
     def next_idle(self, wait=20.0):
-        while True:
-            message = self.messages.get(timeout=wait)
-            if message.WhichOneof("update") == "idle_timeout_notification":
-                return message.idle_timeout_notification
+        return self.stream.next_update("idle_timeout_notification", wait)
 
     def close(self):
         self.stream.close()

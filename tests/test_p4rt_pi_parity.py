@@ -339,29 +339,6 @@ def test_packet_replication_engine_ids_and_reads(dev):
     assert session.packet_replication_engine_entry.clone_session_entry.session_id == 5
 
 
-class _Messages:
-    """The fixture's primary StreamChannel, its messages collected by a thread."""
-
-    def __init__(self, stream):
-        import queue
-        import threading
-        self.stream, self.queue = stream, queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        try:
-            for message in self.stream.responses:
-                self.queue.put(message)
-        except grpc.RpcError:
-            pass
-
-    def next_digest(self):
-        while True:
-            message = self.queue.get(timeout=20)
-            if message.WhichOneof("update") == "digest":
-                return message.digest
-
-
 # the frames _learn_frame builds hit it and raise a learn_t digest
 LEARN_ENTRY = ("table_entry {{ table_id: {exact_t} match {{ field_id: 1 exact {{ value: '\\x0a\\x00\\x00\\x00\\x00\\x01' }} }} "
                "action {{ action {{ action_id: {learn} }} }} }}")
@@ -387,14 +364,14 @@ def test_digest_lists_are_deduplicated_until_acked_and_batched(dev):
     assert _code(dev, "INSERT", LEARN_ENTRY) == "OK"
     hour = 3600 * 10**9
     assert _code(dev, "INSERT", "digest_entry {{ digest_id: {learn_t} config {{ ack_timeout_ns: %d }} }}" % hour) == "OK"
-    messages = _Messages(dev["streams"][0])
+    messages = dev["streams"][0].collect()
     port = dev["ports"][1].peer
 
     def sources(digest):
         return [int.from_bytes(d.struct.members[0].bitstring, "big") for d in digest.data]
     for src in (0xA, 0xA, 0xB):          # the second 0xA is still unacknowledged: dropped
         port.send(_learn_frame(src))
-    first, second = messages.next_digest(), messages.next_digest()
+    first, second = messages.next_update("digest"), messages.next_update("digest")
     assert [(first.list_id, sources(first)), (second.list_id, sources(second))] == [(1, [0xA]), (2, [0xB])]
     ack = p4runtime_pb2.StreamMessageRequest()
     ack.digest_ack.digest_id, ack.digest_ack.list_id = dev["ids"]["learn_t"], 1
@@ -402,14 +379,14 @@ def test_digest_lists_are_deduplicated_until_acked_and_batched(dev):
     lists = dev["server"].state.digest_lists
     _wait_until(lambda: 0xA not in {v[0] for d in lists._digests.values() for v in d.cached})
     port.send(_learn_frame(0xA))        # acked: sent again
-    third = messages.next_digest()
+    third = messages.next_update("digest")
     assert (third.list_id, sources(third)) == (3, [0xA])
     # two digests a list; the hour-long max_timeout_ns never comes into it
     assert _code(dev, "MODIFY", "digest_entry {{ digest_id: {learn_t} config {{ max_list_size: 2 "
                                 "max_timeout_ns: %d ack_timeout_ns: %d }} }}" % (hour, hour)) == "OK"
     for src in (0xC, 0xB, 0xD):         # 0xB: still cached from list 2
         port.send(_learn_frame(src))
-    fourth = messages.next_digest()
+    fourth = messages.next_update("digest")
     assert (fourth.list_id, sources(fourth)) == (4, [0xC, 0xD])
     (entry,) = _read(dev, "digest_entry {{ digest_id: {learn_t} }}")
     assert entry.digest_entry.config.max_list_size == 2
@@ -423,7 +400,7 @@ def test_a_digest_list_of_a_replaced_pipeline_is_not_sent(dev):
     hour = 3600 * 10**9
     assert _code(dev, "INSERT", "digest_entry {{ digest_id: {learn_t} config {{ max_list_size: 10 "
                                 "max_timeout_ns: %d }} }}" % hour) == "OK"
-    messages = _Messages(dev["streams"][0])
+    messages = dev["streams"][0].collect()
     old = dev["server"].state.digest_lists
     dev["ports"][1].peer.send(_learn_frame(0xA))
     _wait_until(lambda: any(d.buffer for d in old._digests.values()))
@@ -431,7 +408,7 @@ def test_a_digest_list_of_a_replaced_pipeline_is_not_sent(dev):
     old.sweep(now_ns=2 ** 62)           # the old timer's last sweep: its buffer is due
     assert _code(dev, "MODIFY", "digest_entry {{ digest_id: {learn_t} config {{ max_list_size: 1 }} }}") == "OK"
     dev["ports"][1].peer.send(_learn_frame(0xB))
-    digest = messages.next_digest()
+    digest = messages.next_update("digest")
     assert (digest.list_id, int.from_bytes(digest.data[0].struct.members[0].bitstring, "big")) == (1, 0xB)
 
 
