@@ -312,7 +312,7 @@ class ExpressionsMixin:
         for the items that need one to have a value (`...`, `{#}`); None for the others."""
         types = self.element_types(expected) if expected is not None else None
         if types is not None and names is not None:
-            fields = dict(getattr(expected, "declared_fields", None) or getattr(expected, "fields", ()))
+            fields = dict(expected.fields_as_declared()) if isinstance(expected, T.FieldsT) else {}
             types = [fields.get(name) for name in names]
         types = list(types or []) + [None] * len(nodes)
         return [t if _needs_type(node) else None for node, t in zip(nodes, types)]

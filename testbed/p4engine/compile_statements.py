@@ -361,7 +361,7 @@ class StatementsMixin:
     def assign_list(self, lhs, rhs, ctx, loc):
         t = lhs.type
         if isinstance(t, T.HeaderT):
-            fields = getattr(t, "declared_fields", t.fields)
+            fields = t.fields_as_declared()
             offs = t.offsets()
             ctx.em.line(f"S[{lhs.slot}] = 1")
         elif isinstance(t, T.StructT):

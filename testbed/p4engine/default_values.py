@@ -46,10 +46,8 @@ class DefaultValuesMixin:
     @staticmethod
     def element_types(t):
         """The types a list expression of type `t` lists, in order (None: not a list's type)."""
-        if isinstance(t, T.HeaderT):
-            return [ft for _, ft in getattr(t, "declared_fields", t.fields)]
-        if isinstance(t, T.StructT):
-            return [ft for _, ft in t.fields]
+        if isinstance(t, (T.HeaderT, T.StructT)):
+            return [ft for _, ft in t.fields_as_declared()]
         if isinstance(t, T.ListT):
             return list(t.types)
         if isinstance(t, T.StackT):
@@ -79,7 +77,7 @@ class DefaultValuesMixin:
             return items + [self.default_value(t, dots) for t in types[len(items):]], None
         if not isinstance(expected, T.FieldsT):
             self.err(f"a structure expression cannot be a {expected}", loc)
-        fields = getattr(expected, "declared_fields", None) or expected.fields
+        fields = expected.fields_as_declared()
         missing = [(f, ft) for f, ft in fields if f not in names]
         return (items + [self.default_value(ft, dots) for _, ft in missing],
                 names + [f for f, _ in missing])

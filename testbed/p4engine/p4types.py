@@ -161,6 +161,11 @@ class FieldsT(P4Type):
     def __str__(self):
         return self.name
 
+    def fields_as_declared(self):
+        """The fields as the program declares them: `fields` holds a header's struct field as its
+        leaves (compile_decls.fields_type), `declared_fields` as the struct."""
+        return getattr(self, "declared_fields", None) or self.fields
+
     def field_type(self, name):
         for n, t in self.fields:
             if n == name:
