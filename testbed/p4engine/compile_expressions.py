@@ -66,9 +66,7 @@ class ExpressionsMixin:
             base, hi, lo = v.info
             return Val("rv", T.BitT(hi - lo + 1), f"(({base.code} >> {lo}) & {(1 << (hi - lo + 1)) - 1:#x})")
         if v.kind == "vslice_lv":
-            base, lo, w = v.info
-            bits = f"({base.code} & {base.type.mask:#x})" if base.type.signed else base.code
-            return Val("rv", v.type, f"(({bits} >> {lo}) & {(1 << w) - 1:#x})")
+            return _variable_slice(*v.info)
         if v.kind == "apply":
             self.err("a table apply result must be used with .hit, .miss or .action_run", loc)
         if v.kind in ("agg", "list"):
@@ -261,8 +259,7 @@ class ExpressionsMixin:
             self.err(f"cannot slice a value of type {b.type}", n.loc)
         if base.kind == "lv":           # an lvalue: its index is read once, where it is written
             return Val("vslice_lv", T.BitT(w), info=(base, self.snapshot(lo, ctx).code, w))
-        bits = f"({b.code} & {b.type.mask:#x})" if b.type.signed else b.code
-        return Val("rv", T.BitT(w), f"(({bits} >> {lo.code}) & {(1 << w) - 1:#x})")
+        return _variable_slice(b, lo.code, w)
 
     def x_slice(self, n, ctx, expected):
         return self.slice_of(n, ctx, self.const_int_val(n.hi, ctx), self.const_int_val(n.lo, ctx))
@@ -422,9 +419,7 @@ class ExpressionsMixin:
             ctx.em.lines.extend(blines)
         if op in ("==", "!=") and a.kind == "agg" and b.kind == "invalid":
             # equal to the invalid header (union) exactly when not valid (no member valid)
-            t = a.type
-            slots = t.validity_slots(a.slot) if isinstance(t, T.UnionT) else [a.slot]
-            code = " or ".join(f"S[{slot}]" for slot in slots)
+            code = " or ".join(f"S[{slot}]" for slot in a.type.validity_slots(a.slot))
             return Val("rv", T.BOOL, f"(not ({code}))" if op == "==" else f"bool({code})")
         if op in ("==", "!=") and {a.kind, b.kind} == {"agg", "list"}:
             # a struct or header against a list or structure expression: compare as its type
@@ -684,6 +679,12 @@ def _has_side_effects(node):
             return True
     return any(_has_side_effects(value) for value in node.__dict__.values()
                if isinstance(value, list) or hasattr(value, "kind"))
+
+
+def _variable_slice(base, lo, w):
+    """Bits lo.. of scalar `base`, w of them (`lo`: code); a signed base is read as its bits."""
+    bits = f"({base.code} & {base.type.mask:#x})" if base.type.signed else base.code
+    return Val("rv", T.BitT(w), f"(({bits} >> {lo}) & {(1 << w) - 1:#x})")
 
 
 def _needs_type(node):

@@ -348,8 +348,7 @@ class StatementsMixin:
                 self.assign_list(lhs, rhs, ctx, loc)
                 return
             if rhs.kind == "invalid" and rhs.type == lhs.type:    # `...` or {#} for a header (union)
-                slots = lhs.type.validity_slots(lhs.slot) if isinstance(lhs.type, T.UnionT) else [lhs.slot]
-                for slot in slots:
+                for slot in lhs.type.validity_slots(lhs.slot):
                     em.line(f"S[{slot}] = 0")
                 return
             self.err(f"cannot assign {rhs.type} to {lhs.type}", loc)

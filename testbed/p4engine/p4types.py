@@ -199,6 +199,10 @@ class UnionT(StructT):
 
 
 class HeaderT(FieldsT):
+    def validity_slots(self, base):
+        """The slot of the validity bit of a header stored at `base` (as UnionT's)."""
+        return [base]
+
     def offsets(self):
         if self._offsets is None:
             self._offsets = {n: 1 + i for i, (n, _) in enumerate(self.fields)}
