@@ -10,7 +10,7 @@ from . import p4types as T
 from .call_args import arg_value, as_uint, need_args, positional_args
 from .codegen import slot_add
 from .compile_values import H_OUT, agg, lit, lv, Val
-from .program_info import anno, anno_string, expr_text
+from .program_info import anno_string, expr_text
 from .syntax import Node
 
 
@@ -592,8 +592,7 @@ def _warn_if_deprecated(self, name, call):
     for decl in self.extern_funcs.get(name, ()):
         params = decl.proto.params
         if len(params) == len(call.args):
-            note = anno_string(decl.annos, "deprecated") if anno(decl.annos, "deprecated") else None
+            note = anno_string(decl.annos, "deprecated")
             if note is not None:
                 self.warn(f"{name}: Using deprecated feature {name}. {note}", call.loc)
             return
-

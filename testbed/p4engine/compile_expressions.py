@@ -88,8 +88,8 @@ class ExpressionsMixin:
                 digits = {16: f"{n.value:#x}", 2: f"{n.value:#b}", 8: f"{n.value:#o}"}.get(
                     getattr(n, "base", 10), str(n.value)) if n.value.bit_length() <= 128 else const_text(n.value)
                 self.warn(f"{n.width}{'s' if n.signed else 'w'}{digits}: {'signed ' if n.signed else ''}"
-                               f"value does not fit in {n.width} bits; {t} keeps {kept}, as p4c truncates it",
-                               n.loc)
+                          f"value does not fit in {n.width} bits; {t} keeps {kept}, as p4c truncates it",
+                          n.loc)
             return lit(kept, t)
         v = lit(n.value, T.INTLIT)
         v.loc = n.loc           # where a warning about its implicit cast points, as p4c's does

@@ -1,6 +1,6 @@
 """Calls of externs: methods of extern instances (registers, counters, meters, hashes, ...) and
 v1model's extern functions (clone, resubmit, checksums, digest, ...), as Compiler methods."""
-from . import p4types as T
+from . import hashes, p4types as T
 from .call_args import CHECKSUM_FUNCS, arg_value, as_uint, need_args
 from .codegen import slot_add
 from .compile_values import (H_CLONE, H_CLONE_FL, H_DIGEST, H_NOW, H_PKT, H_POFF, H_RECIRC, H_RESUB,
@@ -74,7 +74,6 @@ def _enum_member(self, node, ctx, enum, what):
 
 
 def _hash_fn(self, algo, loc):
-    from . import hashes
     try:
         hashes.algorithm(algo)
     except hashes.HashError as e:
@@ -245,8 +244,7 @@ def call_extern_func(self, fname, n, ctx):
             packed = f"{packed} + S[{H_PKT}][S[{H_POFF}]:]"
         value = f"{fn}({packed}) & {(1 << w) - 1:#x}"
         if fname.startswith("verify"):
-            from .hashes import OUTPUT_BITS
-            if w < OUTPUT_BITS.get(algo, 0):
+            if w < hashes.OUTPUT_BITS.get(algo, 0):
                 # BMv2 compares the whole checksum with the narrower field (CalcBasedChecksum::verify_)
                 value = f"{fn}({packed})"
             em.line(f"if {value} != {as_uint(csum_s)}: S[{sm['checksum_error']}] = 1")

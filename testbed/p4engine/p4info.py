@@ -302,9 +302,11 @@ class _Builder:
             if a.name not in PACKAGE_PROPERTIES:
                 continue
             fields, kind = PACKAGE_PROPERTIES[a.name]
-            target = msg if a.name == "pkginfo" else msg.platform_properties
-            if a.name == "platform_property":
-                msg.platform_properties.SetInParent()
+            if a.name == "pkginfo":
+                target = msg
+            else:
+                target = msg.platform_properties
+                target.SetInParent()        # shown even when it sets no known key (as p4c does)
             for kv in a.args:
                 if getattr(kv, "kind", None) != "kv" or kv.key not in fields:
                     continue            # (p4c warns: unknown key)

@@ -1062,11 +1062,11 @@ class AstBuilder(Transformer):
         return Token.new_borrow_pos("NAME", str(ch[0]), ch[0])
 
     table_kw = kw_name
+    list_kw = kw_name
 
     def top_name(self, ch):
         # `.x`: the name as the top level declares it; Scope.lookup reads the leading dot
         return Token.new_borrow_pos("NAME", "." + str(ch[0]), ch[0])
-    list_kw = kw_name
 
     @v_args(meta=True)
     def index(self, meta, ch):
