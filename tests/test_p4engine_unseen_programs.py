@@ -219,12 +219,12 @@ def test_a_macro_call_may_spread_its_arguments_over_several_lines():
     assert located(broken)[0][:2] == (line, 9)
 
 
-def test_a_macro_call_left_open_is_refused_at_its_first_line():
+def test_a_macro_call_left_open_is_refused_where_the_macro_is_named():
     text = program("#define SET(target, value) target = value\n", """    apply {
         SET(sm.egress_spec,
     }""")
     line = text.splitlines().index("        SET(sm.egress_spec,") + 1
-    assert located(text) == [(line, 1, "unterminated argument list of a macro call")]
+    assert located(text) == [(line, 9, "unterminated argument list of a call of macro 'SET'")]
 
 
 def test_p4info_pkg_info_comes_from_the_main_package_annotations():

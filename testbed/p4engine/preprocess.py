@@ -114,9 +114,10 @@ class Preprocessor:
                     raw = raw + "\n" + lines[i]
                     i += 1
                     joined += 1
-                if joined and self._open_macro_call(raw):
-                    raise P4Error("unterminated argument list of a macro call", Loc(file, lineno, 1),
-                                  self.source_map)
+                unclosed = self._open_macro_call(raw) if joined else None
+                if unclosed is not None:
+                    raise P4Error(f"unterminated argument list of a call of macro '{unclosed.group(0)}'",
+                                  Loc(file, lineno, unclosed.start() + 1), self.source_map)
                 self._emit(self._expand(raw, file, lineno).replace("\n", " ") if active else "", file, lineno)
                 for k in range(joined):
                     self._emit("", file, lineno + 1 + k)
@@ -270,14 +271,15 @@ class Preprocessor:
                 out.append(self._expand(_substitute(body, raw, values), file, line, seen | {tok}))
 
     def _open_macro_call(self, text):
-        """Does `text` end inside the arguments of a function-like macro call?"""
+        """The name (a match in `text`) of a function-like macro whose call's arguments `text`
+        leaves open; None if there is none."""
         for m in _TOKEN_OR_STRING.finditer(text):
             macro = self.macros.get(m.group(0))
             if isinstance(macro, tuple) and self._macro_args(text, m.end()) is None:
                 rest = text[m.end():].lstrip(" \t")
                 if rest.startswith("("):
-                    return True
-        return False
+                    return m
+        return None
 
     @staticmethod
     def _macro_args(text, pos):
