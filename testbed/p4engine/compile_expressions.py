@@ -376,6 +376,25 @@ class ExpressionsMixin:
             return Val("rv", t, f"(~{v.code})")
         return Val("rv", t, f"({v.code} ^ {t.mask:#x})")
 
+    def binop_operands(self, n, ctx):
+        """The operands of binary (not short-circuit) `n`, read left to right. In == and != {#}
+        takes the other operand's type (p4c's convertUntypedInvalid), and so does a structure
+        expression with `...` (or a list with one, against a tuple); {#} then comes second. A
+        bare `...` takes none (p4c cannot compare it)."""
+        op = n.op
+        swap = op in ("==", "!=") and n.left.kind == "invalid"
+        left, right = (n.right, n.left) if swap else (n.left, n.right)
+        a = self.expr(left, ctx)
+        want = None
+        if op in ("==", "!=") and (right.kind in ("invalid", "struct_expr") or
+                                   right.kind == "list" and isinstance(a.type, T.ListT)):
+            want = a.type if _needs_type(right) else None
+        b, blines = self.captured(ctx, lambda: self.expr(right, ctx, want))
+        if blines:          # left to right: the left operand is read before the right's effects
+            a = self.snapshot(a, ctx)
+            ctx.em.lines.extend(blines)
+        return a, b
+
     def x_binop(self, n, ctx, expected):
         op = n.op
         if op in ("&&", "||"):
@@ -403,20 +422,7 @@ class ExpressionsMixin:
             if a.is_const and b.is_const:
                 return lit((a.const and b.const) if op == "&&" else (a.const or b.const), T.BOOL)
             return Val("rv", T.BOOL, f"({a.code} {'and' if op == '&&' else 'or'} {b.code})")
-        # {#} takes the other operand's type (p4c's convertUntypedInvalid), and so does a
-        # structure expression with `...` (or a list with one, against a tuple); a bare `...`
-        # does not (p4c cannot compare it)
-        swap = op in ("==", "!=") and n.left.kind == "invalid"
-        left, right = (n.right, n.left) if swap else (n.left, n.right)
-        a = self.expr(left, ctx)
-        want = None
-        if op in ("==", "!=") and (right.kind in ("invalid", "struct_expr") or
-                                   right.kind == "list" and isinstance(a.type, T.ListT)):
-            want = a.type if _needs_type(right) else None
-        b, blines = self.captured(ctx, lambda: self.expr(right, ctx, want))
-        if blines:          # left to right: the left operand is read before the right's effects
-            a = self.snapshot(a, ctx)
-            ctx.em.lines.extend(blines)
+        a, b = self.binop_operands(n, ctx)
         if op in ("==", "!=") and a.kind == "agg" and b.kind == "invalid":
             # equal to the invalid header (union) exactly when not valid (no member valid)
             code = " or ".join(f"S[{slot}]" for slot in a.type.validity_slots(a.slot))
