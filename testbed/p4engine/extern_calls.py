@@ -217,41 +217,7 @@ def call_extern_func(self, fname, n, ctx):
         em.line(f"if S[{H_TRUNC}] is None or {tmp} < S[{H_TRUNC}]: S[{H_TRUNC}] = {tmp}")
         return None
     if fname in CHECKSUM_FUNCS:
-        if fname.startswith("verify") and role not in ("verify", None):
-            self.err(f"{fname} belongs in the verifyChecksum control", n.loc)
-        if fname.startswith("update") and role not in ("compute", None):
-            self.err(f"{fname} belongs in the computeChecksum control", n.loc)
-        need_args(self, n, 4, fname)
-        cond = self.cond_expr(n.args[0], ctx)
-        data = self.expr(n.args[1], ctx)
-        algo = _enum_member(self, n.args[3], ctx, "HashAlgorithm", f"{fname}'s algorithm")
-        fn = _hash_fn(self, algo, n.args[3].loc)
-        csum = self.expr(n.args[2], ctx)
-        if fname.startswith("update"):
-            csum = self.out_target(n.args[2], ctx, "the checksum field")
-        csum_s = self.scalar(csum, n.args[2].loc)
-        w = T.width_of(csum_s.type)
-        if w is None:
-            self.err("the checksum must be a bit<W> field", n.args[2].loc)
-        valid = getattr(csum, "valid", None) if fname.startswith("verify") else None
-        if valid is not None and cond != f"(S[{valid}] == 1)":
-            # BMv2's Checksum::verify skips a checksum whose field's header is invalid (checksums.cpp)
-            cond = f"S[{valid}] == 1 and ({cond})"
-        em.line(f"if {cond}:")
-        em.indent()
-        packed = self.pack_code(self.flatten(data, n.args[1].loc), ctx)
-        if fname.endswith("with_payload"):
-            packed = f"{packed} + S[{H_PKT}][S[{H_POFF}]:]"
-        value = f"{fn}({packed}) & {(1 << w) - 1:#x}"
-        if fname.startswith("verify"):
-            if w < hashes.OUTPUT_BITS.get(algo, 0):
-                # BMv2 compares the whole checksum with the narrower field (CalcBasedChecksum::verify_)
-                value = f"{fn}({packed})"
-            em.line(f"if {value} != {as_uint(csum_s)}: S[{sm['checksum_error']}] = 1")
-        else:
-            self.store(csum, value, ctx, n.loc)
-        em.dedent()
-        return None
+        return _checksum_call(self, fname, n, ctx)
     if fname == "log_msg":
         if not n.args or n.args[0].kind != "string":
             self.err("log_msg needs a string literal first", n.loc)
@@ -268,6 +234,47 @@ def call_extern_func(self, fname, n, ctx):
         em.line(f"if not {c}: raise P4RuntimeFault({f'{fname} failed at {where}'!r})")
         return None
     self.err(f"extern function '{fname}' is not supported by this engine", n.loc)
+
+
+def _checksum_call(self, fname, n, ctx):
+    """verify_checksum* and update_checksum* (and their _with_payload forms), as BMv2 runs them."""
+    em = ctx.em
+    role = ctx.block_role
+    if fname.startswith("verify") and role not in ("verify", None):
+        self.err(f"{fname} belongs in the verifyChecksum control", n.loc)
+    if fname.startswith("update") and role not in ("compute", None):
+        self.err(f"{fname} belongs in the computeChecksum control", n.loc)
+    need_args(self, n, 4, fname)
+    cond = self.cond_expr(n.args[0], ctx)
+    data = self.expr(n.args[1], ctx)
+    algo = _enum_member(self, n.args[3], ctx, "HashAlgorithm", f"{fname}'s algorithm")
+    fn = _hash_fn(self, algo, n.args[3].loc)
+    csum = self.expr(n.args[2], ctx)
+    if fname.startswith("update"):
+        csum = self.out_target(n.args[2], ctx, "the checksum field")
+    csum_s = self.scalar(csum, n.args[2].loc)
+    w = T.width_of(csum_s.type)
+    if w is None:
+        self.err("the checksum must be a bit<W> field", n.args[2].loc)
+    valid = getattr(csum, "valid", None) if fname.startswith("verify") else None
+    if valid is not None and cond != f"(S[{valid}] == 1)":
+        # BMv2's Checksum::verify skips a checksum whose field's header is invalid (checksums.cpp)
+        cond = f"S[{valid}] == 1 and ({cond})"
+    em.line(f"if {cond}:")
+    em.indent()
+    packed = self.pack_code(self.flatten(data, n.args[1].loc), ctx)
+    if fname.endswith("with_payload"):
+        packed = f"{packed} + S[{H_PKT}][S[{H_POFF}]:]"
+    value = f"{fn}({packed}) & {(1 << w) - 1:#x}"
+    if fname.startswith("verify"):
+        if w < hashes.OUTPUT_BITS.get(algo, 0):
+            # BMv2 compares the whole checksum with the narrower field (CalcBasedChecksum::verify_)
+            value = f"{fn}({packed})"
+        em.line(f"if {value} != {as_uint(csum_s)}: S[{self.sm_slots()['checksum_error']}] = 1")
+    else:
+        self.store(csum, value, ctx, n.loc)
+    em.dedent()
+    return None
 
 
 def _log_values(self, data, loc):
