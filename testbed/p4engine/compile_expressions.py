@@ -337,7 +337,7 @@ class ExpressionsMixin:
     def x_cast(self, n, ctx, expected):
         t = self.resolve_type(n.type)
         v = self.expr(n.expr, ctx, t)
-        if v.kind == "list" and isinstance(t, (T.StructT, T.HeaderT, T.StackT)) or v.kind == "invalid":
+        if (v.kind == "list" and isinstance(t, (T.StructT, T.HeaderT, T.StackT))) or v.kind == "invalid":
             return v
         v = self.scalar(v, n.expr.loc)
         vt = v.type

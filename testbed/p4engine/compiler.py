@@ -106,13 +106,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         for table in self.out.tables.values():
             if table.name in self.out.applied_tables:
                 used.update(ai.name for ai, _ in table.actions)
-        pending = list(used)
-        while pending:
-            for callee in self.actions_called_by.get(pending.pop(), ()):
-                if callee not in used:
-                    used.add(callee)
-                    pending.append(callee)
-        return used
+        return _with_callees(used, self.actions_called_by)
 
     def check_action_name_clashes(self, used):
         """Two actions may share a control-plane name (p4c's front-end dumps hold several
@@ -126,14 +120,9 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
                 live_ids.update(id(ai) for ai, _ in table.actions)
                 if table.default_action and table.default_action[0] is not None:
                     live_ids.add(id(table.default_action[0]))
-        pending = list(live_ids)
-        while pending:          # and the actions these call
-            for callee in self.called_action_infos.get(pending.pop(), ()):
-                if callee not in live_ids:
-                    live_ids.add(callee)
-                    pending.append(callee)
+        live_ids = _with_callees(live_ids, self.called_action_infos)
         for name, infos in self.action_name_clashes.items():
-            live = [ai for ai in infos if name in used and id(ai) in live_ids]
+            live = [ai for ai in infos if id(ai) in live_ids] if name in used else []
             if len(live) > 1:
                 self.err(f"two actions are both named '{name}'", live[1].decl.loc)
             if live:
@@ -176,3 +165,14 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         out.errors = self.errors
         out.slot_names = self.slot_names
         return out
+
+
+def _with_callees(actions, calls):
+    """`actions` and the actions they call, directly or not (`calls`: caller -> its callees)."""
+    found, pending = set(actions), list(actions)
+    while pending:
+        for callee in calls.get(pending.pop(), ()):
+            if callee not in found:
+                found.add(callee)
+                pending.append(callee)
+    return found
