@@ -418,8 +418,8 @@ class _Builder:
 
     def new_type(self, t):
         spec = self.p4info.type_info.new_types[t.name]
-        del spec.annotations[:]
-        add_annotations(spec, getattr(t, "annos", None), skip=("p4runtime_translation",))
+        del spec.annotations[:]         # (described again at each use of the type)
+        add_annotations(spec, t.annos, skip=("p4runtime_translation",))
         if t.translation is not None:
             uri, sdn_width = t.translation
             spec.translated_type.uri = uri
