@@ -363,7 +363,7 @@ class TablesMixin:
                             for _, _, v, vs in info.selector_keys) + ","
             extra = f", S[{sm['packet_length']}], S[{H_NOW}], ({sel})"
         em.line(f"a, hit, e = {tname}.lookup(({keys}){extra})")
-        for slot, mask in sorted(getattr(info.direct_meter, "read_slots", ())):
+        for slot, mask in sorted(info.direct_meter.read_slots if info.direct_meter else ()):
             em.line(f"if hit: S[{slot}] = {info.direct_meter.pyname}.color & {mask:#x}")   # see direct_meter.read
         em.line("n = a.action")
         em.line(f"{dname}[n](S, a.args)")

@@ -57,7 +57,7 @@ def call_extern_method(self, info, name, n, ctx):
             # p4c-bm2-ss makes the destination the meter's result_target and drops the call:
             # BMv2 writes the colour there when the table hits, before the action runs
             # (MatchTableAbstract::apply_action in src/bm_sim/match_tables.cpp); the table does
-            info.read_slots = getattr(info, "read_slots", set()) | {(target.slot, (1 << target.type.width) - 1)}
+            info.read_slots.add((target.slot, (1 << target.type.width) - 1))
             return None
         cur = self.scalar(target, n.loc)
         self.store(target, f"{x}.read({as_uint(cur)})", ctx, n.loc)

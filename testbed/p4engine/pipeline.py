@@ -24,7 +24,7 @@ INSTANCE_NORMAL, INSTANCE_I2E, INSTANCE_E2E, INSTANCE_RECIRC, INSTANCE_REPLICATI
     0, 1, 2, 4, 5, 6
 # simple_switch keeps 16 bits of clone()'s session id, one of them its "clone requested" flag
 # (targets/simple_switch/register_access.h): the session looked up is the id's low 15 bits
-CLONE_SESSION_BITS = 0x7FFF
+CLONE_SESSION_MASK = 0x7FFF
 MAX_PASSES = 32            # resubmits/recirculations/E2E clones of one packet before it is dropped
 
 
@@ -272,7 +272,7 @@ class Pipeline:
         return jobs
 
     def _ingress_clone(self, S, ingress_len, jobs, passes):
-        session, field_list = S[H_CLONE] & CLONE_SESSION_BITS, S[H_CLONE_FL]
+        session, field_list = S[H_CLONE] & CLONE_SESSION_MASK, S[H_CLONE_FL]
         S[H_CLONE] = S[H_CLONE_FL] = None
         config = self.clone_sessions.get(session)
         if config is None:
@@ -364,7 +364,7 @@ class Pipeline:
         return [(job.egress_port, frame)], more
 
     def _egress_clone(self, S, job, more):
-        session, field_list = S[H_CLONE] & CLONE_SESSION_BITS, S[H_CLONE_FL]
+        session, field_list = S[H_CLONE] & CLONE_SESSION_MASK, S[H_CLONE_FL]
         S[H_CLONE] = S[H_CLONE_FL] = None
         config = self.clone_sessions.get(session)
         if config is None:

@@ -57,6 +57,7 @@ class ExternInfo:
         self.size = 0
         self.kind_arg = None     # counter/meter type, selector algorithm
         self.targs = []          # type arguments as declared
+        self.read_slots = set()  # a direct_meter's: (slot, mask) its table writes the colour to on a hit
 
 
 class ValueSetInfo:
