@@ -224,9 +224,10 @@ class Bmv2Limits:
                 # a sub-control: p4c inlines it, passing plain l-values as they are (its own
                 # body is checked when it is compiled for this role)
                 for arg in call.args:
-                    if _arg_value(arg).kind not in LVALUE_EXPRESSIONS:
+                    value = _arg_value(arg)
+                    if value.kind not in LVALUE_EXPRESSIONS:
                         self._breach("checksum-control", arg.loc,
-                                     f"{expr_text(_arg_value(arg))}: only fields or headers may be passed to a "
+                                     f"{expr_text(value)}: only fields or headers may be passed to a "
                                      f"control applied in {CHECKSUM_CONTROL[role]} on this target")
                 continue
             if call is None or call.func.kind != "name" or call.func.name not in allowed:
