@@ -379,8 +379,8 @@ class ExpressionsMixin:
     def binop_operands(self, n, ctx):
         """The operands of binary (not short-circuit) `n`, read left to right. In == and != {#}
         takes the other operand's type (p4c's convertUntypedInvalid), and so does a structure
-        expression with `...` (or a list with one, against a tuple); {#} then comes second. A
-        bare `...` takes none (p4c cannot compare it)."""
+        expression with `...` (or a list with one, against a tuple); a {#} operand is returned
+        second. A bare `...` takes none (p4c cannot compare it)."""
         op = n.op
         swap = op in ("==", "!=") and n.left.kind == "invalid"
         left, right = (n.right, n.left) if swap else (n.left, n.right)
