@@ -18,7 +18,7 @@ BMV2_WRITTEN_SM_FIELDS = (("ingress_port", 9), ("egress_spec", 9), ("egress_port
                           ("packet_length", 32), ("mcast_grp", 16), ("egress_rid", 16), ("priority", 3),
                           ("parser_error", 32), ("checksum_error", 1), ("ingress_global_timestamp", 48),
                           ("egress_global_timestamp", 48), ("enq_timestamp", 32), ("enq_qdepth", 19),
-                          ("deq_timedelta", 32), ("deq_qdepth", 19))
+                          ("deq_timedelta", 32), ("deq_qdepth", 19), ("qid", 5))
 
 
 class _LateSmSlots(dict):

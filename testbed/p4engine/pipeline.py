@@ -100,6 +100,9 @@ class Pipeline:
         self.program = program
         self.cpu_port = cpu_port
         self.drop_port = drop_port
+        # simple_switch's egress_thread sets egress_spec to drop_port + 1 so that only an explicit
+        # drop matches; the 9-bit field keeps 512 as 0, which is what egress reads
+        self._egress_spec_at_egress = (drop_port + 1) & 0x1FF
         self.log = log
         self.digest_callback = None
         self.clone_sessions = {}       # session -> ([(port, instance)], truncate)
@@ -155,9 +158,9 @@ class Pipeline:
         self._queueing_slots = tuple(sm[f] for f in ("enq_timestamp", "enq_qdepth", "deq_timedelta",
                                                      "deq_qdepth", "egress_global_timestamp"))
         self._ingress_ts = sm["ingress_global_timestamp"]
-        # a v1model that declares queueing_metadata.qid (BMv2 fills it when the program has it):
-        # the priority queue the packet left from
-        self._qid = sm.get("qid")
+        # queueing_metadata.qid, the priority queue the packet left from (BMv2 fills it where the
+        # program's v1model declares it; elsewhere it is a slot nothing reads)
+        self._qid = sm["qid"]
         self._hdr_lo, n = c.hdr_region
         self._hdr_hi = self._hdr_lo + n
         self._field_lists = c.field_lists
@@ -316,11 +319,8 @@ class Pipeline:
         S[deq_depth] = deq_qdepth & 0x7FFFF
         S[egress_ts] = now_us & 0xFFFFFFFFFFFF
         S[self._egress_port] = job.egress_port
-        # simple_switch's egress_thread sets egress_spec to drop_port + 1 so that only an explicit
-        # drop matches; the 9-bit field keeps 512 as 0, which is what egress reads
-        S[self._egress_spec] = (self.drop_port + 1) & 0x1FF
-        if self._qid is not None:
-            S[self._qid] = job.priority
+        S[self._egress_spec] = self._egress_spec_at_egress
+        S[self._qid] = job.priority
         S[self._packet_length] = job.packet_length
         try:
             self._egress(S)
