@@ -58,6 +58,17 @@ def test_a_top_level_action_may_drop_and_count_with_standard_metadata_it_does_no
     assert pipe.counters["seen"].read(2) == (2, 6)
 
 
+
+def test_a_top_level_mark_to_drop_also_cancels_a_multicast_set_before_it():
+    # BMv2's mark_to_drop resets mcast_grp too; compiled before standard_metadata was placed,
+    # the top-level action used to leave it, and the packet was multicast instead of dropped
+    text = program("action drop_it() { mark_to_drop(); }\n",
+                   "    apply { sm.mcast_grp = 1; if (hdr.h.a == 1) { drop_it(); } }")
+    pipe = compile_source(text, "prog.p4").new_pipeline()
+    pipe.set_mc_group(1, [(4, 0)])
+    assert pipe.process(0, bytes([1, 7, 9])) == []
+    assert pipe.process(0, bytes([2, 7, 9])) == [(4, bytes([2, 7, 9]))]
+
 def test_the_deprecated_forms_p4c_bm2_ss_cannot_convert_are_refused_for_bmv2_where_they_are_called():
     errors = located(TOP_LEVEL_ACTIONS, target="bmv2")
     line = TOP_LEVEL_ACTIONS.splitlines().index("action drop_it() { mark_to_drop(); }") + 1

@@ -27,6 +27,10 @@ class _LateSmSlots(dict):
     def __missing__(self, field):
         return f"{_LATE_SM}{field}__"
 
+    def __contains__(self, field):
+        # placement gives each field simple_switch writes a slot (declared or not)
+        return any(field == name for name, _ in BMV2_WRITTEN_SM_FIELDS)
+
 
 def _parameters(node):
     """Every parameter declared in a declaration, however deeply (actions, methods, blocks)."""
