@@ -7,6 +7,7 @@ stays fast; heavy imports (grpc, scapy, mininet) happen inside handlers.
 """
 import argparse
 import importlib
+import re
 import sys
 
 from testbed import __version__
@@ -32,6 +33,13 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors: `rocelab X: error: ...` and exit status 2.
 
     Subcommand parsers are made with the parent's class, so every group gets this."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # argparse takes `-64K` or `-2:1` (a negative value with a unit) for an unknown option
+        # and says "expected one argument"; no option here starts with a digit, so read it as
+        # a value and let the option's own check name it.
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

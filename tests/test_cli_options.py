@@ -64,3 +64,16 @@ def test_a_fabric_file_that_is_not_one_is_one_line(tmp_path, capsys, content, co
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0] and "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize("argv, value", [("run --size -64K", "-64K"), ("fabric headroom --rate -400G", "-400G"),
+                                         ("run --oversubscription -2:1", "-2:1")])
+def test_a_negative_value_with_a_unit_is_named_not_taken_for_an_option(argv, value, capsys):
+    # argparse alone says "expected one argument" for `-64K`, as if the value were missing
+    try:
+        status = main(argv.split())
+    except SystemExit as exited:
+        status = exited.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert len(err) == 1 and f"'{value}'" in err[0] and "expected one argument" not in err[0], err
