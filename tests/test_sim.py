@@ -283,3 +283,12 @@ def test_a_p4runtime_packet_out_is_forwarded_on_the_simulated_clock():
         assert host.nic_port.counters.rx_packets == 1
         assert node.switch.counters[port].tx_packets == 1
         assert fabric.scheduler.now() > t0
+
+
+def test_an_experiment_without_out_reports_where_rocelab_run_does():
+    # the README's `Experiment(clos, clock="virtual", seed=1)` failed on Path(None)
+    from testbed import REPO_ROOT
+    clos = build(ClosSpec(spines=1, leaves=1, hosts_per_leaf=2, link_rate_mbps=RATE, clock="virtual"))
+    exp = Experiment(clos, clock="virtual", seed=1)
+    assert exp.out.parent == REPO_ROOT / "runs" and exp.out.name.startswith("run-")
+    assert exp.fabric.out_dir == exp.out and not exp.out.exists()  # nothing written before it boots

@@ -1,10 +1,15 @@
 """Experiments: boot a Clos, set the fabric knobs, run a collective on every host, collect
 telemetry, write summary.json (schema in testbed/net/summary.py), plots and pcaps, tear down.
 
+    clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=2))      # testbed.clos
     settings = FabricSettings(hash="qpn", pfc=True)
     job = job_for(clos, "ring_allreduce", sizes=[1 << 20], qps_per_connection=4)
     with Experiment(clos, target="engine", out="runs/qpn") as exp:      # boots + programs
         summary = exp.run_phase("qpn", job, settings)                   # -> runs/qpn/summary.json
+
+In virtual time (no root) the Clos is built at production rates and the experiment gets a seed:
+`build(ClosSpec(..., link_rate_mbps=400_000, clock="virtual"))`, `Experiment(clos, clock="virtual",
+seed=1)`, and jobs with `mtu=testbed.sim.profile.NIC_MTU`.
 
 `rocelab run` is one phase; the demo (:func:`demo`) is two phases on one booted fabric.
 Every rank is a `rocelab traffic run` process inside its host's namespace, recorded in the
@@ -127,10 +132,12 @@ class Experiment:
     def __init__(self, clos, target="engine", out=None, pcap=True, log=print, clock="real", seed=0,
                  **fabric_options):
         """clock "real": Mininet, switch processes, wall-clock time (needs root); "virtual": the
-        same switches, NICs and ranks on a discrete-event clock in this process (testbed/sim/)."""
+        same switches, NICs and ranks on a discrete-event clock in this process (testbed/sim/).
+        out: the report directory; by default runs/run-<time> in the repository, as `rocelab run`."""
+        from testbed import REPO_ROOT
         self.clos = clos
         self.target = target
-        self.out = Path(out)
+        self.out = Path(out) if out is not None else REPO_ROOT / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
         self.log = log
         self.clock = clock
         if clock == "virtual":
