@@ -73,7 +73,7 @@ class DeclarationsMixin:
     def sm_slots(self):
         """standard_metadata's slots by field name. A top-level action is compiled where it is
         declared, before V1Switch places standard_metadata; what it uses implicitly there
-        (mark_to_drop(), counter.count's packet_length) gets a placeholder that
+        (mark_to_drop()'s egress_spec and mcast_grp) gets a placeholder that
         place_late_sm_slots turns into the slot."""
         return self.out.sm or _LateSmSlots()
 

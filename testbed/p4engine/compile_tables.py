@@ -1,7 +1,7 @@
 """Tables: keys, actions, properties, const entries and the code that applies them (a Compiler
 mixin)."""
 from . import p4types as T
-from .compile_values import H_NOW, SUPPORTED_MATCH_KINDS, Val, wrap
+from .compile_values import H_INLEN, H_NOW, SUPPORTED_MATCH_KINDS, Val, wrap
 from .errors import P4Error
 from .program_info import anno, anno_string, expr_text, TableInfo, unnamed_key_part
 from .resource_limits import MAX_EXTERN_SIZE
@@ -348,7 +348,6 @@ class TablesMixin:
         info.fn = fn
         info.dispatch = (dname, acts)
         em = self.em
-        sm = self.out.sm
         em.line(f"def {fn}(S):")
         em.indent()
         for line in info.key_lines:
@@ -357,11 +356,11 @@ class TablesMixin:
         if info.keys:
             keys += ","
         timed = info.direct_counter or info.direct_meter or info.idle_timeout
-        extra = f", S[{sm['packet_length']}], S[{H_NOW}]" if timed else ""
+        extra = f", S[{H_INLEN}], S[{H_NOW}]" if timed else ""
         if info.selector_keys:
             sel = ", ".join(v.code if vs is None else f"({v.code} if S[{vs}] else None)"
                             for _, _, v, vs in info.selector_keys) + ","
-            extra = f", S[{sm['packet_length']}], S[{H_NOW}], ({sel})"
+            extra = f", S[{H_INLEN}], S[{H_NOW}], ({sel})"
         em.line(f"a, hit, e = {tname}.lookup(({keys}){extra})")
         for slot, mask in sorted(info.direct_meter.read_slots if info.direct_meter else ()):
             em.line(f"if hit: S[{slot}] = {info.direct_meter.pyname}.color & {mask:#x}")   # see direct_meter.read

@@ -3,8 +3,10 @@
 the state list `S`, and the integer arithmetic of compile-time constants."""
 
 # Hidden per-packet slots at the start of S (see pipeline.py)
-H_PKT, H_POFF, H_NOW, H_CLONE, H_CLONE_FL, H_RESUB, H_RECIRC, H_TRUNC, H_DIGEST, H_OUT = range(10)
-NUM_HIDDEN = 10
+# H_INLEN: the length the packet was received with (BMv2's ingress_length), what byte counters
+# and meters count whatever the program writes into standard_metadata.packet_length
+H_PKT, H_POFF, H_NOW, H_CLONE, H_CLONE_FL, H_RESUB, H_RECIRC, H_TRUNC, H_DIGEST, H_OUT, H_INLEN = range(11)
+NUM_HIDDEN = 11
 CORE_ERRORS = ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
                "ParserTimeout", "ParserInvalidArgument"]
 SUPPORTED_MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "selector")

@@ -3,7 +3,7 @@ v1model's extern functions (clone, resubmit, checksums, digest, ...), as Compile
 from . import hashes, p4types as T
 from .call_args import CHECKSUM_FUNCS, arg_value, as_uint, need_args
 from .codegen import slot_add
-from .compile_values import (H_CLONE, H_CLONE_FL, H_DIGEST, H_NOW, H_PKT, H_POFF, H_RECIRC, H_RESUB,
+from .compile_values import (H_CLONE, H_CLONE_FL, H_DIGEST, H_INLEN, H_NOW, H_PKT, H_POFF, H_RECIRC, H_RESUB,
                              H_TRUNC, agg, lit)
 from .program_info import anno_string, DigestInfo
 
@@ -32,14 +32,14 @@ def call_extern_method(self, info, name, n, ctx):
     if kind == "counter" and name == "count":
         need_args(self, n, 1, "counter.count")
         idx = arg_value(self, n.args[0], ctx)
-        em.line(f"{x}.count({as_uint(idx)}, S[{sm['packet_length']}])")
+        em.line(f"{x}.count({as_uint(idx)}, S[{H_INLEN}])")
         return None
     if kind == "meter" and name == "execute_meter":
         need_args(self, n, 2, "meter.execute_meter")
         idx = arg_value(self, n.args[0], ctx)
         target = self.out_target(n.args[1], ctx, "execute_meter's result")
         tmp = ctx.temp()
-        em.line(f"{tmp} = {x}.execute({as_uint(idx)}, S[{H_NOW}], S[{sm['packet_length']}])")
+        em.line(f"{tmp} = {x}.execute({as_uint(idx)}, S[{H_NOW}], S[{H_INLEN}])")
         em.line(f"if {tmp} is not None:")
         em.indent()
         self.store(target, tmp, ctx, n.loc)
