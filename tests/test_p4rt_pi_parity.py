@@ -3,6 +3,7 @@ would notice: status codes of refused writes, what reads return, the default ent
 direct resources, meters, action profile groups, the packet replication engine and the pipeline
 config. Each test names the PI behaviour it checks. The engine runs a real program with most
 entity kinds; clients are raw p4runtime stubs (the corner cases) and p4runtime-shell."""
+import threading
 import time
 import types
 
@@ -768,3 +769,35 @@ def test_reconcile_keeps_parser_value_sets(dev):
     assert _set_pipeline(dev, "RECONCILE_AND_COMMIT", source) == "OK"
     (read,) = _read(dev, "value_set_entry {{ value_set_id: %d }}" % vs_id)
     assert [m.match[0].exact.value for m in read.value_set_entry.members] == [b"\x88\xb5"]
+
+
+def test_a_write_during_reconcile_and_commit_is_not_lost(dev, monkeypatch):
+    """A Write that arrives while RECONCILE_AND_COMMIT copies the running state waits for the
+    new pipeline and lands in it: it used to go to the old pipeline after the copy was taken,
+    and was gone once the new one took over."""
+    server = dev["server"]
+    copied, go_on = threading.Event(), threading.Event()
+    reconciled_state = server._reconciled_state
+
+    def slow_copy(prepared):
+        state = reconciled_state(prepared)
+        copied.set()
+        assert go_on.wait(20)
+        return state
+    monkeypatch.setattr(server, "_reconciled_state", slow_copy)
+    assert _code(dev, "INSERT", FWD_ENTRY) == "OK"
+    result = {}
+    reconcile = threading.Thread(target=lambda: result.update(
+        code=_set_pipeline(dev, "RECONCILE_AND_COMMIT", PROGRAM)))
+    reconcile.start()
+    assert copied.wait(30)
+    second = FWD_ENTRY.replace("\\x01", "\\x07", 1)       # another key
+    writer = threading.Thread(target=lambda: result.update(write=_code(dev, "INSERT", second)))
+    writer.start()
+    writer.join(0.5)          # (without the fix the write completes here, into the old pipeline)
+    go_on.set()
+    reconcile.join(60)
+    writer.join(20)
+    assert result == {"code": "OK", "write": "OK"}
+    keys = sorted(e.table_entry.match[0].exact.value for e in _read(dev, "table_entry {{ table_id: {exact_t} }}"))
+    assert keys == [b"\x01", b"\x07"]

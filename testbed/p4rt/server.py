@@ -201,6 +201,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.state = DeviceState()
         self._controllers = []
         self._arb_lock = threading.Lock()
+        # Pipeline changes and Writes one at a time: a Write racing RECONCILE_AND_COMMIT would
+        # otherwise land in the pipeline being replaced, after its state was copied, and be lost.
+        self._config_lock = threading.Lock()
         self._server = None
         switch.packet_in_handler = self._on_packet_in
 
@@ -238,7 +241,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def load_program(self, program, p4info=None, device_config=b"", cookie=None):
         """Install `program` (an engine Program), as SetForwardingPipelineConfig would."""
-        self._install(self._prepare(program, p4info or program.p4info, device_config, cookie))
+        with self._config_lock:
+            self._install(self._prepare(program, p4info or program.p4info, device_config, cookie))
 
     # -- pipeline config -----------------------------------------------------------
     def _prepare(self, program, p4info, device_config, cookie):
@@ -278,7 +282,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         LOG.info("forwarding pipeline installed (%d tables)", len(prepared.index.tables))
 
     def SetForwardingPipelineConfig(self, request, context):
-        return self._guard(context, self._set_pipeline, request)
+        with self._config_lock:
+            return self._guard(context, self._set_pipeline, request)
 
     def _set_pipeline(self, request):
         self._check_device(request.device_id)
@@ -372,6 +377,10 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     # -- Write / Read ------------------------------------------------------------------
     def Write(self, request, context):
+        with self._config_lock:
+            return self._write(request, context)
+
+    def _write(self, request, context):
         try:
             self._check_device(request.device_id)
             self._check_primary(request)
