@@ -1,0 +1,71 @@
+"""What the README tells a new user to type gives what the README says it gives.
+
+The README's walk-throughs name ports and switches; these tests recompute them from the
+project itself, so a change of the hash or the numbering that moves them fails here
+rather than in front of a class."""
+import re
+from pathlib import Path
+
+import pytest
+from scapy.all import IP, UDP, Ether, Raw
+
+from testbed.clos import ClosSpec, build
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def _te_walkthrough():
+    start = README.index("### Watch a TE override move a flow, by hand")
+    return README[start:README.index("\n## ", start)]
+
+
+@pytest.fixture(scope="module")
+def leaf1_ecmp():
+    """Which uplink leaf1 of the walk-through's Clos gives a UDP flow, as booted by
+    topologies/clos.py (seed 0: every switch's hash seed is its device id, in either clock)."""
+    from testbed.sim.fabric import SimFabric
+
+    clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=2))
+    leaf = clos.switches["leaf1"]
+    with SimFabric(clos, pcap=False) as fabric:
+        switch = fabric.switch("leaf1").switch
+
+        def uplink(host, dst, sport):
+            nic = clos.hosts[host].nics[0]
+            frame = (Ether(src=nic.mac, dst=nic.gateway_mac) / IP(src=nic.ip, dst=dst)
+                     / UDP(sport=sport, dport=4791) / Raw(bytes(1000)))
+            with switch.lock:
+                out = switch.pipeline.process(nic.leaf_port, bytes(frame), 0)
+            assert len(out) == 1, out
+            port = out[0][0]
+            return port, leaf.ports[port].peer
+
+        yield uplink
+
+
+def test_the_te_walkthrough_pins_the_flow_to_the_uplink_ecmp_did_not_pick(leaf1_ecmp):
+    text = _te_walkthrough()
+    flow = re.search(r"rocelab> h1 python3 .*s\.bind\(\('',(\d+)\)\).*\('([\d.]+)',4791\)", text)
+    sport, dst = int(flow.group(1)), flow.group(2)
+    picked, _spine = leaf1_ecmp("h1", dst, sport)
+    said = re.search(r"ECMP put the flow on one uplink \(port (\d+)", text)
+    assert said and int(said.group(1)) == picked
+    override = re.search(r"rocelab te override add leaf1 1 10\.1\.2\.0/24 (\d+)", text)
+    pinned = int(override.group(1))
+    assert pinned in (3, 4) and pinned != picked
+    # the link the walk-through takes down is the one the override uses
+    spine_of_pinned = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=2)).switches["leaf1"].ports[pinned].peer
+    downs = set(re.findall(r"`link leaf1 (spine\d) (?:down|up)`", text))
+    assert downs == {spine_of_pinned}
+
+
+def test_the_te_walkthrough_flows_that_ecmp_collides_do_collide(leaf1_ecmp):
+    text = _te_walkthrough()
+    said = re.search(r"two flows that ECMP collides\s+on port (\d+) \(the flow above from h1 and, at the\s+same "
+                     r"time, the same command from h2 to ([\d.]+);", text)
+    assert said, "the walk-through no longer names the colliding flows"
+    port, dst2 = int(said.group(1)), said.group(2)
+    flow = re.search(r"rocelab> h1 python3 .*s\.bind\(\('',(\d+)\)\).*\('([\d.]+)',4791\)", text)
+    sport = int(flow.group(1))
+    assert leaf1_ecmp("h1", flow.group(2), sport)[0] == port
+    assert leaf1_ecmp("h2", dst2, sport)[0] == port
