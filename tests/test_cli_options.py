@@ -77,3 +77,21 @@ def test_a_negative_value_with_a_unit_is_named_not_taken_for_an_option(argv, val
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2
     assert len(err) == 1 and f"'{value}'" in err[0] and "expected one argument" not in err[0], err
+
+
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_target_bmv2_without_bmv2_is_one_line_and_writes_nothing(command, tmp_path, monkeypatch, capsys):
+    # `make demo TARGET=bmv2` outside the VM: it printed the demo's header and "booting" and left
+    # OUT/fabric.json behind before saying BMv2 is missing
+    import os
+    import shutil
+    real_which = shutil.which
+    monkeypatch.setattr(os, "geteuid", lambda: 0)     # the check under test comes after root's
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "simple_switch_grpc"
+                        else real_which(name, *a, **k) or f"/usr/bin/{name}")
+    out = tmp_path / "out"
+    assert main([command, "--target", "bmv2", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "simple_switch_grpc not found" in err[0], err
+    assert captured.out == "" and not out.exists()

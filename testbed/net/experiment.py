@@ -153,7 +153,15 @@ class Experiment:
             raise ExperimentError(f"--clock {clock!r}: choose real or virtual")
         self.summaries = []
 
+    def preflight(self):
+        """Raise FabricError for what would stop the boot (real time: root, tools, the target's
+        binary, ports), before a line is printed or a file written; virtual time needs nothing."""
+        check = getattr(self.fabric, "preflight", None)
+        if check is not None:
+            check()
+
     def __enter__(self):
+        self.preflight()
         self.log(f"*** booting {len(self.clos.switches)} switches ({self.target}, {self.clock} time) and "
                  f"{len(self.clos.hosts)} hosts")
         try:
@@ -534,6 +542,13 @@ def demo(target="engine", out=None, size=None, name_prefix=None, grpc_base_port=
     except (TopologyError, ExperimentError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    options = {} if virtual else dict(name_prefix=name_prefix, state_dir=state_dir)
+    experiment = Experiment(clos, target=target, out=out, clock=clock, seed=seed, **options)
+    try:
+        experiment.preflight()     # e.g. TARGET=bmv2 where BMv2 is not installed: one line, nothing written
+    except FabricError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
     print(f"*** rocelab demo on the {target} target in {clock} time: {clos.spec.spines} spines, "
           f"{clos.spec.leaves} leaves, {clos.spec.hosts_per_leaf} hosts per leaf; {clos.spec.link_rate_mbps:g} Mb/s "
           f"host links, {clos.spec.uplink_rate_mbps:g} Mb/s uplinks (2:1); output in {out}")
@@ -541,8 +556,7 @@ def demo(target="engine", out=None, size=None, name_prefix=None, grpc_base_port=
     results = []
 
     def both_phases():
-        options = {} if virtual else dict(name_prefix=name_prefix, state_dir=state_dir)
-        with Experiment(clos, target=target, out=out, clock=clock, seed=seed, **options) as exp:
+        with experiment as exp:
             for name, settings, job in phases:
                 results.append(exp.run_phase(name, job, settings, out / name))
 
