@@ -69,3 +69,22 @@ def test_the_te_walkthrough_flows_that_ecmp_collides_do_collide(leaf1_ecmp):
     sport = int(flow.group(1))
     assert leaf1_ecmp("h1", flow.group(2), sport)[0] == port
     assert leaf1_ecmp("h2", dst2, sport)[0] == port
+
+
+GUIDES = sorted((Path(__file__).resolve().parent.parent / "topologies" / "labs").glob("*.md"))
+
+
+def test_the_capture_files_the_guides_name_are_the_ones_a_run_writes(tmp_path):
+    # the guides sent students to `leaf1-eth5.pcap` and to `gapNus/pcap/`, which no run writes:
+    # a fabric boot captures every port once, <iface>_in/_out.pcap under OUT/pcap/ (seedN/pcap/)
+    from testbed.switch.pcap import PortCaptures
+
+    named = {(guide.name, name) for guide in GUIDES for name in re.findall(r"`([\w.-]+\.pcap)`", guide.read_text())}
+    assert named, "the guides no longer name a capture file"
+    for guide, name in named:
+        iface = re.match(r"([a-z]+\d+-eth\d+)", name).group(1)
+        captures = PortCaptures(str(tmp_path), {1: iface})
+        captures.close()
+        assert (tmp_path / name).is_file(), (guide, name, sorted(p.name for p in tmp_path.iterdir()))
+    for guide in GUIDES:
+        assert not re.findall(r"`[\w-]+/pcap/`", guide.read_text()), f"{guide.name}: a phase has no pcap/ of its own"
