@@ -100,3 +100,22 @@ def test_bad_command_lines_are_explained():
         assert res.returncode != 0
         assert text in res.stderr, (args, res.stderr)
         assert "Traceback" not in res.stderr
+
+
+def test_pcap_makes_its_directory_and_refuses_a_file(tmp_path):
+    # the README's `rocelab switch -i 1@veth1 -i 2@veth2 --pcap pcaps PROG.p4` stopped at
+    # "directory 'pcaps' does not exist" on a first run
+    pcaps = tmp_path / "pcaps"
+    grpc_addr, agent_addr = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen([ROCELAB, "switch", "--grpc-server-addr", grpc_addr, "--agent-addr", agent_addr,
+                             "--pcap", str(pcaps)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(proc, "rocelab switch: ports")
+        assert pcaps.is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    assert proc.returncode == 0, proc.stderr.read()
+    res = subprocess.run([ROCELAB, "switch", "--pcap", __file__], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        f"rocelab switch: --pcap: {__file__!r} exists and is not a directory"]

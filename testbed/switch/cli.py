@@ -33,7 +33,7 @@ def register(sub, name, help_text):
     p.add_argument("--cpu-port", type=whole(0, 510), default=None, metavar="N",
                    help="port number that carries packet-in/packet-out to the controller")
     p.add_argument("--pcap", nargs="?", const=".", default=None, metavar="DIR",
-                   help="write <iface>_in.pcap and <iface>_out.pcap per port into DIR (default .)")
+                   help="write <iface>_in.pcap and <iface>_out.pcap per port into DIR (made if missing; default .)")
     p.add_argument("--log-console", action="store_true", help="print a per-packet trace to stdout")
     p.add_argument("--agent-addr", type=_agent_address, default=None, metavar="HOST:PORT",
                    help="switch agent address (default: gRPC host, gRPC port + 100; 'none' disables)")
@@ -121,8 +121,8 @@ def run(args):
             raise ValueError(f"--cpu-port {args.cpu_port} is also a data port (-i)")
         if not 0.0 <= args.loss <= 1.0:
             raise ValueError(f"--loss {args.loss} is not a probability in 0..1")
-        if args.pcap is not None and not os.path.isdir(args.pcap):
-            raise ValueError(f"--pcap: directory {args.pcap!r} does not exist")
+        if args.pcap is not None and os.path.exists(args.pcap) and not os.path.isdir(args.pcap):
+            raise ValueError(f"--pcap: {args.pcap!r} exists and is not a directory")
         from testbed.switch.agent import parse_address
         grpc_host, grpc_port = parse_address(args.grpc_server_addr)
         if args.agent_addr is None and grpc_port + AGENT_PORT_OFFSET > 65535:
@@ -162,7 +162,15 @@ def run(args):
         for port in ports.values():
             port.close()
         return _fail(str(exc), 1)
-    captures = PortCaptures(args.pcap, {n: p.iface for n, p in ports.items()}) if args.pcap else None
+    captures = None
+    if args.pcap:
+        try:   # made here, as rocelab's other --pcap/--out directories are, once the ports opened
+            os.makedirs(args.pcap, exist_ok=True)
+        except OSError as exc:
+            for port in ports.values():
+                port.close()
+            return _fail(f"--pcap {args.pcap}: cannot create the directory: {exc.strerror or exc}", 2)
+        captures = PortCaptures(args.pcap, {n: p.iface for n, p in ports.items()})
     switch = Switch(ports, cpu_port=args.cpu_port, captures=captures, log=log)
     switch.notice = _console_log        # rare events (PFC watchdog storms) go to the switch's log
     for egress in switch.egress_ports.values():
