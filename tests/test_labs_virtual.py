@@ -327,3 +327,14 @@ def test_a_guide_takes_the_measured_block_from_findings_md(tmp_path):
     guide.write_text("no markers\n")
     with pytest.raises(guides.GuideError, match="ecmp.md: no"):
         guides.update_all(tmp_path / "out", tmp_path / "g")
+
+
+def test_the_guides_measured_line_gives_each_seeds_own_wall_time():
+    # under `lab all` a lab's elapsed_s runs from the start of every lab: the ecmp guide said its
+    # `--quick` run took 1089 s where each seed took about 20
+    from testbed.labs.virtual import findings_markdown
+    result = {"command": "rocelab lab ecmp --quick", "seeds": [1, 2], "elapsed_s": 848.1, "findings": [],
+              "seeds_detail": [{"seed": 1, "elapsed_s": 17.2, "phases": []}, {"seed": 2, "elapsed_s": 18.9, "phases": []}],
+              "columns": []}
+    first = findings_markdown(result).splitlines()[0]
+    assert "17, 19 s of wall time a seed" in first and "848" not in first, first

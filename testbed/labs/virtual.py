@@ -192,8 +192,11 @@ def finish(lab, out, quick, results, command=None, t0=None, interrupted=False):
 def findings_markdown(result):
     """The findings as a Markdown table (what the lab guides paste under "What you should see")."""
     seeds = result["seeds"]
-    lines = [f"Measured by `{result['command']}` (virtual time, seeds {', '.join(str(s) for s in seeds)}; "
-             f"{result['elapsed_s']:.0f} s of wall time):", "",
+    # each seed's own time: under `lab all` the lab's elapsed_s runs from the start of every lab
+    times = [d.get("elapsed_s") for d in result["seeds_detail"]]
+    took = (f"; {', '.join(f'{t:.0f}' for t in times)} s of wall time a seed" if times and None not in times
+            else "")
+    lines = [f"Measured by `{result['command']}` (virtual time, seeds {', '.join(str(s) for s in seeds)}{took}):", "",
              "| finding | the paper | " + " | ".join(f"seed {s}" for s in seeds) + " | holds |",
              "|---|---|" + "---|" * len(seeds) + "---|"]
     for f in result["findings"]:
