@@ -101,6 +101,7 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys):
         (["--vary", "hsh=qpn"], "not an option of rocelab run (did you mean hash?)"),
         (["--vary", "hash=qpn,bogus"], "point hash=bogus, seed 0: rocelab run would refuse it"),
         (["--vary", "qps-per-conn=4,0"], "qps-per-conn=0"),
+        (["--vary", "size=1M,-64K"], "argument --size: '-64K': a size from"),   # not "expected one argument"
         (["--vary", "hash="], "an empty value"),
         (["--seeds", "2000", "--vary", "hash=5tuple,qpn"], "4000 points, more than the budget of 1000"),
         (["--scheduler", f"tcp://127.0.0.1:{closed}"], "not reachable"),

@@ -15,6 +15,7 @@ import sys
 import time
 
 from testbed.argtypes import number, output_dir, whole
+from testbed.cli import Parser
 
 MAX_SIZE = 1 << 40  # bytes per collective row: far more than a lab link moves in a day
 NIC_MTU_VIRTUAL = 4096   # testbed/sim/profile.py NIC_MTU (not imported: `rocelab --help` stays fast)
@@ -46,8 +47,9 @@ class RunRefused(ValueError):
     """`rocelab run` would refuse these options (one line) before anything starts."""
 
 
-class _RefusingParser(argparse.ArgumentParser):
-    """The run's parser for an option list given in code (a sweep point): errors raise."""
+class _RefusingParser(Parser):
+    """The run's parser for an option list given in code (a sweep point): errors raise.
+    (rocelab's Parser: `--size -64K` is a value its option refuses, as on the command line.)"""
 
     def error(self, message):
         raise RunRefused(message)
