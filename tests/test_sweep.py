@@ -278,3 +278,27 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_finishes_the_rest(tmp_path):
     assert doc["status"] == "complete" and len(summaries) == 2 and doc["counts"]["resumed"] == 1
     assert {pid: (out / "points" / pid / "point.json").stat().st_mtime_ns for pid in kept} == stamps
     assert sorted(row["seed"] for row in doc["points"]) == [0, 1]
+
+
+def test_the_local_cluster_takes_any_free_http_port_on_loopback():
+    # Dask's default HTTP port is 8787: with another sweep or lab running, every new one printed
+    # "UserWarning: Port 8787 is already in use. Perhaps you already have a cluster running?"
+    import warnings
+    from testbed.sweep.cluster import client_for
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 8787))
+        holder.listen()
+    except OSError:
+        pass                           # someone holds it already: the same situation
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with client_for(workers=1) as client:
+                port = client.scheduler_info()["services"]["dashboard"]
+                assert port != 8787
+                with socket.create_connection(("127.0.0.1", port), timeout=5):
+                    pass
+    finally:
+        holder.close()
+    assert not [w for w in caught if "already in use" in str(w.message)], [str(w.message) for w in caught]

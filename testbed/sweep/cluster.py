@@ -1,5 +1,6 @@
 """Where points run: a Dask distributed client, either on a LocalCluster this command starts
-(single-threaded worker processes, one per core, on 127.0.0.1 only, no dashboard) and stops,
+(single-threaded worker processes, one per core, on 127.0.0.1 only; Dask's HTTP port is any
+free one there, so that runs side by side do not contend for 8787) and stops,
 or on an existing scheduler (`--scheduler tcp://HOST:PORT`, workers started with
 `dask worker` on machines that have the project installed).
 """
@@ -50,7 +51,8 @@ def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
     # pure-Python simulation pays for a profile nobody reads here.
     with dask.config.set(LOCAL_WORKER_CONFIG):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.ERROR, preload=[WORKER_SETUP])
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
+                               preload=[WORKER_SETUP])   # its HTTP port: any free one, on loopback
     try:
         client = Client(cluster, set_as_default=False)
         try:
