@@ -88,3 +88,18 @@ def test_the_capture_files_the_guides_name_are_the_ones_a_run_writes(tmp_path):
         assert (tmp_path / name).is_file(), (guide, name, sorted(p.name for p in tmp_path.iterdir()))
     for guide in GUIDES:
         assert not re.findall(r"`[\w-]+/pcap/`", guide.read_text()), f"{guide.name}: a phase has no pcap/ of its own"
+
+
+def test_the_report_directories_the_docs_write_to_are_ignored_by_git():
+    # the README's sweep writes sweeps/qps: it showed up as untracked files in the checkout
+    import shutil
+    import subprocess
+    repo = Path(__file__).resolve().parent.parent
+    if not (repo / ".git").exists() or not shutil.which("git"):
+        pytest.skip("not a git checkout")
+    texts = [README] + [guide.read_text() for guide in GUIDES]
+    outs = sorted({m for text in texts for m in re.findall(r"--out ([\w.-]+/[\w./-]+)", text)})
+    assert "sweeps/qps" in outs and "runs/rt" in outs
+    for out in outs:
+        ignored = subprocess.run(["git", "-C", str(repo), "check-ignore", "-q", f"{out}/summary.json"])
+        assert ignored.returncode == 0, f"{out} is not ignored by git"
