@@ -21,10 +21,11 @@ GROUPS = {
     "run": ("testbed.net.cli", "boot a Clos, run a traffic pattern, collect a report"),
     "sweep": ("testbed.sweep.cli", "a grid of virtual-time runs (knobs x seeds) on Dask distributed"),
     "traffic": ("traffic.cli", "emulated RDMA NIC: send/receive RoCEv2 collectives in a host"),
-    "lab": ("testbed.labs.cli", "guided labs: ECMP collisions, QPN hashing, TE, incast+CTS, flowlets"),
+    "lab": ("testbed.labs.cli", "guided labs: ECMP collisions, QP scaling, TE, incast+CTS, flowlets, ECN, "
+            "subscription, PFC watchdog"),
     "te": ("testbed.te.cli", "the traffic-engineering app (Ryu framework)"),
     "demo": ("testbed.demo", "the main demo (what `make demo` runs)"),
-    "bench": ("testbed.bench", "benchmarks: engine, switch, traffic, boot, sim, sweep (figures, not tests)"),
+    "bench": ("testbed.bench", "benchmarks: engine, switch, traffic, boot, sim, sweep, labs (figures, not tests)"),
     "clean": ("testbed.cleanup", "remove leftovers of crashed runs (only what rocelab created)"),
 }
 

@@ -20,6 +20,20 @@ def test_help_lists_every_group():
         assert group in out
 
 
+def test_the_one_line_helps_of_lab_and_bench_name_every_lab_and_benchmark(capsys):
+    # `rocelab --help` named five of the eight labs and six of the seven benchmarks
+    from testbed.bench import BENCHES
+    from testbed.labs.cli import LABS, list_labs
+    lab_help, bench_help = GROUPS["lab"][1].lower(), GROUPS["bench"][1]
+    for words in ("ecmp", "qp scaling", "te", "incast", "flowlet", "ecn", "subscription", "watchdog"):
+        assert words in lab_help, words
+    assert len(LABS) == 8
+    assert all(name in bench_help for name in BENCHES), bench_help
+    list_labs(None)
+    rows = capsys.readouterr().out.splitlines()[:len(LABS)]
+    assert len({row.index(LABS[row.split()[0]][1]) for row in rows}) == 1, rows   # one column
+
+
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_every_group_explains_itself(group):
     res = subprocess.run([ROCELAB, group, "--help"], capture_output=True, text=True)

@@ -82,9 +82,11 @@ def register(sub, name, help_text):
 
 
 def list_labs(_args):
+    width = max(len(lab) for lab in LABS)
     for lab, (_module, lab_help) in LABS.items():
-        print(f"{lab:10} {lab_help}")
-    print("guides: topologies/labs/<lab>.md; run one with: sudo rocelab lab <lab> [--quick] [--out DIR]")
+        print(f"{lab:{width}}  {lab_help}")
+    print("guides: topologies/labs/<lab>.md; run one with: rocelab lab <lab> [--quick] [--out DIR] "
+          "(virtual time, no root; sudo ... --clock real for the hands-on version)")
     return 0
 
 
