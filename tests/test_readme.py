@@ -103,3 +103,18 @@ def test_the_report_directories_the_docs_write_to_are_ignored_by_git():
     for out in outs:
         ignored = subprocess.run(["git", "-C", str(repo), "check-ignore", "-q", f"{out}/summary.json"])
         assert ignored.returncode == 0, f"{out} is not ignored by git"
+
+
+def test_the_programs_the_readme_runs_are_installed_by_setup():
+    # `sudo .venv/bin/rocelab run ...` on a minimal Debian run as root: "sudo: command not found"
+    repo = Path(__file__).resolve().parent.parent
+    listed = (repo / "testbed" / "install" / "apt-packages.txt").read_text()
+    packages = {line.split("#")[0].strip() for line in listed.splitlines()} - {""}
+    blocks = re.findall(r"```sh\n(.*?)```", README, re.S)
+    commands = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    assert any(c.startswith("sudo ") for c in commands)
+    needs = {"sudo": "sudo", "tshark": "tshark", "tcpdump": "tcpdump", "make": "make"}
+    for command in commands:
+        first = command.split()[0] if command else ""
+        if first in needs:
+            assert needs[first] in packages, (command, needs[first])
