@@ -133,3 +133,39 @@ def test_setup_refuses_non_root():
                          capture_output=True, text=True)
     assert res.returncode == 1
     assert "must run as root" in res.stderr
+
+
+def test_grpc_info_lines_stay_off_the_users_terminal(tmp_path):
+    # the Mininet CLI printed "I1125 ... fork_posix.cc:71] Other threads are currently calling into
+    # gRPC, skipping fork() handlers" under a host command's output
+    script = tmp_path / "fork_while_calling.py"
+    script.write_text(textwrap.dedent("""
+        import os, threading, time
+        import testbed   # first, as every rocelab process imports it
+        import grpc
+        from concurrent import futures
+        server = grpc.server(futures.ThreadPoolExecutor(2))
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        call = grpc.insecure_channel(f"127.0.0.1:{port}").unary_unary("/no/such")
+        done = threading.Event()
+        def calls():
+            while not done.is_set():
+                try:
+                    call(b"", timeout=0.2)
+                except grpc.RpcError:
+                    pass
+        threading.Thread(target=calls, daemon=True).start()
+        time.sleep(0.3)
+        for _ in range(5):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        done.set()
+        server.stop(0)
+    """))
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "fork_posix" not in res.stderr and not res.stderr.startswith("I"), res.stderr
