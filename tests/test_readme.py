@@ -118,3 +118,42 @@ def test_the_programs_the_readme_runs_are_installed_by_setup():
         first = command.split()[0] if command else ""
         if first in needs:
             assert needs[first] in packages, (command, needs[first])
+
+
+class _Host:
+    """A Mininet host as FabricCLI's iperf uses it: cmd() in its shell, IP()."""
+
+    def __init__(self, name, ip, replies):
+        self.name, self.ip, self.replies, self.commands = name, ip, replies, []
+
+    def IP(self):
+        return self.ip
+
+    def cmd(self, command):
+        self.commands.append(command)
+        for start, reply in self.replies:
+            if command.startswith(start):
+                return reply
+        return ""
+
+
+def test_the_cli_iperf_stops_only_its_own_server(capsys):
+    # Mininet's iperf (listed by the CLI's `help`) hung on Debian's iperf 2.1.8, after running
+    # `killall -9 iperf` in a host shell: every iperf process on the machine
+    from types import SimpleNamespace
+    from testbed.net.fabric_cli import FabricCLI
+    h1 = _Host("h1", "10.1.1.1", [("iperf -c 10.1.2.1 -p 5001 -t 5", "[  1] 0.0-5.0 sec  2.9 MBytes  4.81 Mbits/sec\n")])
+    h3 = _Host("h3", "10.1.2.1", [("iperf -s -p 5001", "rocelab-pid=4242\n")])
+    cli = FabricCLI.__new__(FabricCLI)          # no cmdloop: the command alone
+    cli.mn = type("Net", (), {"hosts": [h1, h3], "__getitem__": lambda self, n: {"h1": h1, "h3": h3}[n]})()
+    cli.fabric = SimpleNamespace(ledger=None)
+    cli.do_iperf("h1 h3")
+    out = capsys.readouterr().out
+    assert "4.81 Mbits/sec" in out
+    everything = h1.commands + h3.commands
+    assert not [c for c in everything if "killall" in c or "pkill" in c], everything
+    assert h3.commands[-1].startswith("kill 4242")
+    cli.do_iperf("h1 h9")
+    assert "usage: iperf [HOST1 HOST2] (hosts: h1 h3)" in capsys.readouterr().out
+    cli.do_iperfudp("5M h1 h3")
+    assert any(c.startswith("iperf -s -p 5001 -u -b 5M") for c in h3.commands)

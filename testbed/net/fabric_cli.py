@@ -11,11 +11,20 @@
     ecn KMIN KMAX PMAX          ECN marking thresholds (packets) and max probability
     pfc XOFF XON | pfc on|off   PFC thresholds (bytes per ingress PG), or PFC generation on/off
     link A B up|down            Mininet's command, also telling the controller (ECMP repair)
+    iperf [H1 H2], iperfudp BW [H1 H2]
+                                iperf 2 from H1 to H2 for 5 s; Mininet's own hangs on Debian's
+                                iperf 2.1.8 and runs `killall -9 iperf` on the whole machine
 
 Fabric knobs go through the FabricController (testbed/control); on a target without one
 (kernel) they say so instead of failing.
 """
+import re
+import time
+
 from mininet.cli import CLI
+
+IPERF_PORT = 5001
+IPERF_SECONDS = 5
 
 
 class FabricCLI(CLI):
@@ -166,3 +175,50 @@ class FabricCLI(CLI):
         ctl = self.fabric.controller
         if ctl is not None and hasattr(ctl, "link_status"):
             self._call("link_status", words[0], words[1], words[2] == "up")
+
+    def do_iperf(self, line):
+        "iperf [HOST1 HOST2]: TCP from HOST1 to HOST2 for 5 s (default: the first and last host)."
+        self._iperf(line.split(), udp_bw=None)
+
+    def do_iperfudp(self, line):
+        "iperfudp BW [HOST1 HOST2]: UDP at BW (e.g. 10M) from HOST1 to HOST2 for 5 s."
+        words = line.split()
+        if len(words) not in (1, 3) or not re.fullmatch(r"\d+(\.\d+)?[KMG]?", words[0]):
+            print("usage: iperfudp BW [HOST1 HOST2] (e.g. iperfudp 5M h1 h2)")
+            return
+        self._iperf(words[1:], udp_bw=words[0])
+
+    def _iperf(self, names, udp_bw):
+        """Client in HOST1, server in HOST2; the server is stopped by its PID (Mininet's
+        iperf ran `killall -9 iperf`, which reaches every iperf on the machine)."""
+        hosts = self.mn.hosts
+        if not names:
+            if len(hosts) < 2:
+                print("*** iperf: needs two hosts")
+                return
+            client, server = hosts[0], hosts[-1]
+        elif len(names) == 2 and all(n in {h.name for h in hosts} for n in names):
+            client, server = self.mn[names[0]], self.mn[names[1]]
+        else:
+            print(f"usage: iperf{'udp BW' if udp_bw else ''} [HOST1 HOST2] (hosts: {' '.join(h.name for h in hosts)})")
+            return
+        udp = f"-u -b {udp_bw} " if udp_bw else ""
+        print(f"*** iperf: {'UDP at ' + udp_bw if udp_bw else 'TCP'} from {client.name} to {server.name}, "
+              f"{IPERF_SECONDS} s")
+        out = server.cmd(f"iperf -s -p {IPERF_PORT} {udp}>/dev/null 2>&1 & echo rocelab-pid=$!")
+        found = re.search(r"rocelab-pid=(\d+)", out)
+        if not found:
+            print(f"*** iperf: the server did not start in {server.name}: {out.strip()}")
+            return
+        pid = found.group(1)
+        ledger = getattr(self.fabric, "ledger", None)
+        if ledger is not None:
+            ledger.add("pid", int(pid), node=server.name, role="iperf server")
+        try:
+            time.sleep(0.5)          # the server's listen(); a TCP client does not retry
+            report = client.cmd(f"iperf -c {server.IP()} -p {IPERF_PORT} {udp}-t {IPERF_SECONDS} -f m")
+            print(report.rstrip())
+        finally:
+            server.cmd(f"kill {pid} 2>/dev/null; wait {pid} 2>/dev/null")
+            if ledger is not None:
+                ledger.discard("pid", int(pid))
