@@ -118,6 +118,9 @@ def test_the_programs_the_readme_runs_are_installed_by_setup():
         first = command.split()[0] if command else ""
         if first in needs:
             assert needs[first] in packages, (command, needs[first])
+    # the CLI the README opens keeps Mininet's commands: `h1 ping h2`, pingpair, pingallfull
+    # said "bash: ping: command not found" on a minimal Debian
+    assert "iputils-ping" in packages
 
 
 class _Host:
