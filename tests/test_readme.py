@@ -160,3 +160,18 @@ def test_the_cli_iperf_stops_only_its_own_server(capsys):
     assert "usage: iperf [HOST1 HOST2] (hosts: h1 h3)" in capsys.readouterr().out
     cli.do_iperfudp("5M h1 h3")
     assert any(c.startswith("iperf -s -p 5001 -u -b 5M") for c in h3.commands)
+
+
+def test_the_cli_link_command_names_a_wrong_node_once(capsys):
+    from testbed.net.fabric_cli import FabricCLI
+    leaf1, spine1 = object(), object()
+    net = type("Net", (), {"nameToNode": {"leaf1": leaf1, "spine1": spine1, "h1": object()},
+                           "__getitem__": lambda self, n: self.nameToNode[n],
+                           "linksBetween": lambda self, a, b: ["l"] if {a, b} == {leaf1, spine1} else []})()
+    cli = FabricCLI.__new__(FabricCLI)
+    cli.mn, cli.fabric = net, None      # neither Mininet nor the controller may be reached
+    cli.do_link("leaf1 spine9 down")
+    cli.do_link("leaf1 h1 down")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["*** link: no node named spine9 (have: leaf1 spine1 h1)",
+                     "*** link: leaf1 and h1 are not linked (`fabric` shows the links)"], lines

@@ -171,6 +171,15 @@ class FabricCLI(CLI):
         if len(words) != 3 or words[2] not in ("up", "down"):
             print("usage: link A B up|down")
             return
+        # one line for a name or pair that is not a link (Mininet's own line and the
+        # controller's both came out, Mininet's first: "dst not in network: spine9")
+        unknown = [n for n in words[:2] if n not in self.mn.nameToNode]
+        if unknown:
+            print(f"*** link: no node named {' '.join(unknown)} (have: {' '.join(self.mn.nameToNode)})")
+            return
+        if not self.mn.linksBetween(self.mn[words[0]], self.mn[words[1]]):
+            print(f"*** link: {words[0]} and {words[1]} are not linked (`fabric` shows the links)")
+            return
         CLI.do_link(self, line)
         ctl = self.fabric.controller
         if ctl is not None and hasattr(ctl, "link_status"):
