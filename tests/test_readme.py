@@ -175,3 +175,21 @@ def test_the_cli_link_command_names_a_wrong_node_once(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["*** link: no node named spine9 (have: leaf1 spine1 h1)",
                      "*** link: leaf1 and h1 are not linked (`fabric` shows the links)"], lines
+
+
+def test_no_doc_or_help_says_sudo_rocelab(capsys):
+    # sudo resets PATH (Debian's secure_path): `sudo rocelab lab ecmp --clock real` is "command
+    # not found" even with the venv activated; the README says `sudo .venv/bin/rocelab`
+    from testbed.cli import main
+    repo = Path(__file__).resolve().parent.parent
+    texts = {"README.md": README, **{g.name: g.read_text() for g in GUIDES}}
+    for group in (["run"], ["lab"], ["lab", "list"], ["sweep"], ["demo"], ["te"]):
+        try:
+            main([*group, "--help"] if group != ["lab", "list"] else group)
+        except SystemExit:
+            pass
+        texts[f"rocelab {' '.join(group)} --help"] = capsys.readouterr().out
+    for source in sorted((repo / "topologies").glob("*.py")):
+        texts[source.name] = source.read_text()
+    said = [name for name, text in texts.items() if re.search(r"sudo rocelab\b", text)]
+    assert not said, said

@@ -17,7 +17,7 @@ the workers. `lab all` sends every lab's seeds at once, the longest first.
 Real time (--clock real): today's hands-on version at megabit rates in Mininet (root):
 OUT/lab.json and OUT/lab.png, each phase in OUT/<phase>/.
 
-    sudo rocelab lab incast --clock real --quick
+    sudo .venv/bin/rocelab lab incast --clock real --quick
 
 Labs: `rocelab lab list`; guides in topologies/labs/.
 Exit status: 0 when every phase's collective completed, 1 when one failed or a switch did

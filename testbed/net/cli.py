@@ -1,6 +1,6 @@
 """`rocelab run`: boot a Clos, set the fabric knobs, run one traffic pattern, write the report.
 
-    sudo rocelab run --spines 2 --leaves 2 --hosts-per-leaf 2 --pattern ring_allreduce \\
+    sudo .venv/bin/rocelab run --spines 2 --leaves 2 --hosts-per-leaf 2 --pattern ring_allreduce \\
          --hash qpn --qps-per-conn 4 --out runs/qpn
 
 Writes OUT/summary.json (schema: testbed/net/summary.py), OUT/pcap/ (per-port captures),
