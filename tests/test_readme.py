@@ -193,3 +193,16 @@ def test_no_doc_or_help_says_sudo_rocelab(capsys):
         texts[source.name] = source.read_text()
     said = [name for name, text in texts.items() if re.search(r"sudo rocelab\b", text)]
     assert not said, said
+
+
+def test_the_traffic_help_and_the_readme_name_every_pattern(capsys):
+    from testbed.cli import main
+    from traffic.collectives import PATTERNS
+    with pytest.raises(SystemExit):
+        main(["traffic", "--help"])
+    shown = capsys.readouterr().out
+    listed = shown[shown.index("patterns:"):shown.index("every other key")].split()
+    job_text = README[README.index("A job is JSON"):README.index("`sizes` in bytes")]
+    for pattern in PATTERNS:
+        assert pattern in listed, pattern
+        assert f"`{pattern}`" in job_text, pattern

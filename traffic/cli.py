@@ -11,7 +11,7 @@ a job is a JSON file; the smallest one names a pattern and the ranks' hosts:
    "ranks": [{"host": "h1", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "iface": "h1-eth0"},
              {"host": "h2", "ip": "10.0.0.2", "mac": "02:00:00:00:00:02", "iface": "h2-eth0"}]}
 patterns: ring_allreduce tree_allreduce allgather reducescatter alltoall alltoallv incast pipeline
-          stream
+          stream workload (one training iteration; "preset": "dense" or "moe")
 every other key (channels, qps_per_connection, qp_spread, chunk_bytes, cts, dcqcn, classes, nic,
 timeout_s, ...) is optional; `python3 -c "import traffic.job; help(traffic.job)"` lists them.
 
