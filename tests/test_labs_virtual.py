@@ -72,6 +72,9 @@ def test_ecmp_flow_count_mmr_and_collective_imbalance(tmp_path):
     findings_md = (tmp_path / "ecmp" / "findings.md").read_text()
     assert "| seed 1 | seed 2 |" in findings_md
     assert "Per phase, seed 1:" in findings_md and "| ring-5tuple | 1000 |" in findings_md
+    # the page gives each seed's time, not the lab's (under `lab all`, the time since every lab began)
+    times = ", ".join(str(round(d["elapsed_s"])) for d in result["seeds_detail"])
+    assert f"seeds 1, 2; {times} s of wall time a seed." in (tmp_path / "ecmp" / "index.html").read_text()
 
 
 def test_qpscaling_raises_busbw_over_5tuple(tmp_path):
