@@ -292,3 +292,17 @@ def test_an_experiment_without_out_reports_where_rocelab_run_does():
     exp = Experiment(clos, clock="virtual", seed=1)
     assert exp.out.parent == REPO_ROOT / "runs" and exp.out.name.startswith("run-")
     assert exp.fabric.out_dir == exp.out and not exp.out.exists()  # nothing written before it boots
+
+
+def test_a_fault_timed_after_the_run_is_reported_not_reached(tmp_path):
+    # `--fault link:leaf1-spine1:down@10s` (meant: 10us) ran as if no fault had been asked for
+    from testbed.sim.faults import parse_fault
+    clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=1, link_rate_mbps=RATE, clock="virtual"))
+    faults = [parse_fault(text, clos) for text in ("link:leaf1-spine1:down@10s", "nic:h2:slow=50%@0")]
+    job = job_for(clos, "ring_allreduce", [1 << 20], mtu=profile.NIC_MTU)
+    lines = []
+    with Experiment(clos, out=tmp_path / "f", pcap=False, clock="virtual", log=lines.append) as exp:
+        result = exp.run_phase("f", job, FabricSettings(), faults=faults)
+    assert [e["fault"] for e in result["fault_events"]] == ["nic:h2:slow=50%@0us"]
+    assert result["faults_not_reached"] == ["link:leaf1-spine1:down@10000000us"]
+    assert any("--fault link:leaf1-spine1:down@10000000us not reached" in line for line in lines), lines

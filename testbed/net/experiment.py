@@ -247,6 +247,17 @@ class Experiment:
                                clock=self.clock)
         if virtual:
             result["fault_events"] = list(self.fabric.fault_log)
+            # a fault timed after the run ended never happens: say so (`@10s` for `@10us`)
+            fired, missed = [e["fault"] for e in result["fault_events"]], []
+            for fault in map(str, faults):
+                if fault in fired:
+                    fired.remove(fault)
+                else:
+                    missed.append(fault)
+            result["faults_not_reached"] = missed
+            for fault in missed:
+                self.log(f"*** {name}: --fault {fault} not reached: the run ended {duration * 1e6:.0f} us after "
+                         "the traffic started")
             result["switch_events"] = list(self.fabric.switch_events)
             # Everything else is a function of the run's arguments and seed; this block is not.
             result["wall_clock"] = {"started": result.pop("started"), "elapsed_s": round(wall, 3),

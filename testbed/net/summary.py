@@ -72,7 +72,12 @@
                                              # interrupted: Ctrl-C (SIGINT) or SIGTERM during traffic
       "faults": ["switch leaf1 (pid 123) was killed by SIGKILL", ...],
                                              # processes the run watchdog found dead (they end the run)
-      "interrupted_by": "SIGINT" | "SIGTERM" | null
+      "interrupted_by": "SIGINT" | "SIGTERM" | null,
+      # virtual time only:
+      "fault_events": [{"t_s", "fault"}],    # the --fault events as they happened
+      "faults_not_reached": ["link:leaf1-spine1:down@10000000us"],  # timed after the run ended
+      "switch_events": [{"t_s", "switch", "event"}],   # PFC watchdog storms and restorations
+      "wall_clock": {"started", "elapsed_s", "boot_s", "events", "events_per_s"}
     }
 
 Counters are deltas over the traffic phase (a snapshot before, one after). Beside the

@@ -36,7 +36,8 @@ class Fault:
     def __str__(self):
         what = "-".join(self.target)
         act = f"slow={self.value:.0%}" if self.action == "slow" else self.action
-        return f"{self.kind}:{what}:{act}@{self.at_s * 1e6:g}us"
+        us = f"{round(self.at_s * 1e6, 3):f}".rstrip("0").rstrip(".")     # 10000000, not 1e+07
+        return f"{self.kind}:{what}:{act}@{us}us"
 
 
 def parse_fault(text, clos):
