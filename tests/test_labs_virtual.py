@@ -276,6 +276,10 @@ def test_preset_needs_the_workload_pattern():
     (["ecn", "--clock", "real"], "runs in virtual time only"),
     (["ecmp", "--seeds", "0"], "--seeds"),
     (["all", "--clock", "real"], "--clock real"),
+    # options the other clock would silently ignore
+    (["ecmp", "--clock", "real", "--seeds", "5"], "--seeds: virtual time only"),
+    (["te", "--clock", "real", "--workers", "2"], "--workers: virtual time only"),
+    (["ecmp", "--target", "bmv2"], "virtual time runs the engine target only"),
 ])
 def test_lab_usage_errors_are_one_line(args, message):
     done = subprocess.run([ROCELAB, "lab", *args], capture_output=True, text=True, timeout=60)

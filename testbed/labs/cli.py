@@ -41,6 +41,7 @@ LABS = {
     "watchdog": ("testbed.labs.watchdog", "PFC watchdog (200 ms): a NIC storming PFC, a PFC deadlock (virtual time)"),
 }
 MAX_SEEDS = 64
+DEFAULT_SEEDS = 3
 # A seed's wall time relative to ecmp's (--quick, serial, 2026-11-24; watchdog estimated): `lab
 # all` starts the longest seeds first, so the short ones fill the cores at the end. Order only:
 # no figure depends on it; a lab missing here counts as 1.
@@ -58,7 +59,7 @@ def register(sub, name, help_text):
     common.add_argument("--clock", choices=("virtual", "real"), default="virtual",
                         help="virtual: production units on a simulated clock, deterministic per seed (default); "
                              "real: the hands-on version in Mininet at megabit rates (root)")
-    common.add_argument("--seeds", type=whole(1, MAX_SEEDS), default=3, metavar="N",
+    common.add_argument("--seeds", type=whole(1, MAX_SEEDS), default=None, metavar="N",
                         help="virtual time: run the lab with seeds 1..N (default 3)")
     common.add_argument("--workers", type=whole(1, 1024), default=None, metavar="N",
                         help="virtual time: seeds run on a local Dask cluster of N single-threaded workers on "
@@ -103,7 +104,7 @@ def command_line(args, lab_name=None):
         parts.append("--quick")
     if args.clock != "virtual":
         parts += ["--clock", args.clock]
-    elif args.seeds != 3:
+    elif args.seeds != DEFAULT_SEEDS:
         parts += ["--seeds", str(args.seeds)]
     if args.no_pcap:
         parts.append("--no-pcap")
@@ -112,10 +113,29 @@ def command_line(args, lab_name=None):
     return " ".join(parts)
 
 
+def _clock_options(prog, args):
+    """A one-line refusal (exit status) of an option the chosen clock would silently ignore,
+    else None; sets the default seed count."""
+    if args.clock == "virtual":
+        args.seeds = DEFAULT_SEEDS if args.seeds is None else args.seeds
+        if args.target != "engine":
+            return _fail(prog, f"--target {args.target}: virtual time runs the engine target only "
+                               "(--clock real for BMv2)")
+        return None
+    given = [name for name, value in (("--seeds", args.seeds), ("--workers", args.workers),
+                                      ("--scheduler", args.scheduler)) if value is not None]
+    if given:
+        return _fail(prog, f"{', '.join(given)}: virtual time only (a real-time lab runs once, in Mininet)")
+    return None
+
+
 def run(args):
     prefix = args.name_prefix
     if prefix is not None and not (prefix.isalnum() and 1 <= len(prefix) <= 7):
         return _fail(f"rocelab lab {args.lab}", f"--name-prefix {prefix!r} must be 1-7 letters or digits")
+    refused = _clock_options(f"rocelab lab {args.lab}", args)
+    if refused is not None:
+        return refused
     if args.clock == "virtual":
         return run_virtual_lab(args)
     return run_real(args)
@@ -218,6 +238,9 @@ def run_all(args):
     prog = "rocelab lab all"
     if args.clock != "virtual":
         return _fail(prog, "--clock real: run the real-time labs one at a time (rocelab lab NAME --clock real)")
+    refused = _clock_options(prog, args)
+    if refused is not None:
+        return refused
     where = _where(prog, args)
     if isinstance(where, int):
         return where
