@@ -306,3 +306,24 @@ def test_a_fault_timed_after_the_run_is_reported_not_reached(tmp_path):
     assert [e["fault"] for e in result["fault_events"]] == ["nic:h2:slow=50%@0us"]
     assert result["faults_not_reached"] == ["link:leaf1-spine1:down@10000000us"]
     assert any("--fault link:leaf1-spine1:down@10000000us not reached" in line for line in lines), lines
+
+
+def test_ctrl_c_while_a_finished_phase_is_reported_waits_for_its_summary(tmp_path, monkeypatch):
+    # Ctrl-C in the second or so after the traffic, while counters were read and plots drawn,
+    # lost the whole summary.json of a run whose collective had completed
+    from testbed.net import plots
+    drawn = plots.all_plots
+
+    def plots_then_ctrl_c(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)       # lands in the middle of the report
+        return drawn(*args, **kwargs)
+    monkeypatch.setattr(plots, "all_plots", plots_then_ctrl_c)
+    clos = build(ClosSpec(spines=1, leaves=2, hosts_per_leaf=1, link_rate_mbps=RATE, clock="virtual"))
+    job = job_for(clos, "ring_allreduce", [256 << 10], mtu=profile.NIC_MTU)
+    lines = []
+    with pytest.raises(KeyboardInterrupt):
+        with Experiment(clos, out=tmp_path / "r", pcap=False, clock="virtual", log=lines.append) as exp:
+            exp.run_phase("r", job, FabricSettings())
+    written = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert written["status"] == "ok" and written["plots"]          # whole: plots and all
+    assert any("interrupted after its traffic; summary in" in line for line in lines), lines

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from testbed.net.fabric import FabricError, FabricNet
-from testbed.net.lifecycle import stop_process
+from testbed.net.lifecycle import Terminated, interruptions_held, stop_process
 
 HASH_MODES = ("5tuple", "qpn", "flowlet")
 CONTROLLER_DEFAULT = "default"
@@ -233,44 +233,54 @@ class Experiment:
                 outcome = run_ranks(self.fabric, job, out / "ranks")
         finally:
             samples = sampler.stop()
-        reports = outcome.reports
-        wall = time.monotonic() - t0
-        duration = self.fabric.clock() - sim_t0 if virtual else wall
-        after = telemetry.snapshot(self.fabric)
-        rows = telemetry.queue_rows(self.clos.switches, before, after, sampler.max_depths())
-        config = {"topology": _topology(self.clos.spec),
-                  "fabric": {**_settings(settings), **self._port_config(), "applied": applied,
-                             "effective": self._effective_knobs()},
-                  "job": _job_config(job)}
-        result = summary.build(name, self.target, config, self.clos, parse_job(job), reports, before, after, rows,
-                               duration, started, faults=outcome.faults, interrupted=outcome.interrupted_by,
-                               clock=self.clock)
-        if virtual:
-            result["fault_events"] = list(self.fabric.fault_log)
-            # a fault timed after the run ended never happens: say so (`@10s` for `@10us`)
-            fired, missed = [e["fault"] for e in result["fault_events"]], []
-            for fault in map(str, faults):
-                if fault in fired:
-                    fired.remove(fault)
-                else:
-                    missed.append(fault)
-            result["faults_not_reached"] = missed
-            for fault in missed:
-                self.log(f"*** {name}: --fault {fault} not reached: the run ended {duration * 1e6:.0f} us after "
-                         "the traffic started")
-            result["switch_events"] = list(self.fabric.switch_events)
-            # Everything else is a function of the run's arguments and seed; this block is not.
-            result["wall_clock"] = {"started": result.pop("started"), "elapsed_s": round(wall, 3),
-                                    "boot_s": round(self.fabric.timings.get("boot_s", 0.0), 3),
-                                    "events": self.fabric.scheduler.events,
-                                    "events_per_s": round(self.fabric.scheduler.events / max(wall, 1e-9))}
-        result["buffers"] = telemetry.buffer_status(self.fabric)
-        # an interrupted run is written at once: plots are for runs that ended by themselves
-        result["plots"] = [] if outcome.interrupted else plots.all_plots(result, samples, out)
-        with open(out / "queue_samples.json", "w") as f:
-            json.dump(samples, f)
-        self._write(out, result)
-        self.summaries.append((out, result))
+        # The traffic is over: Ctrl-C now waits until its report is written whole (a second
+        # Ctrl-C does not), then ends the run as it would have.
+        written = False
+        try:
+            with interruptions_held():
+                reports = outcome.reports
+                wall = time.monotonic() - t0
+                duration = self.fabric.clock() - sim_t0 if virtual else wall
+                after = telemetry.snapshot(self.fabric)
+                rows = telemetry.queue_rows(self.clos.switches, before, after, sampler.max_depths())
+                config = {"topology": _topology(self.clos.spec),
+                          "fabric": {**_settings(settings), **self._port_config(), "applied": applied,
+                                     "effective": self._effective_knobs()},
+                          "job": _job_config(job)}
+                result = summary.build(name, self.target, config, self.clos, parse_job(job), reports, before, after, rows,
+                                       duration, started, faults=outcome.faults, interrupted=outcome.interrupted_by,
+                                       clock=self.clock)
+                if virtual:
+                    result["fault_events"] = list(self.fabric.fault_log)
+                    # a fault timed after the run ended never happens: say so (`@10s` for `@10us`)
+                    fired, missed = [e["fault"] for e in result["fault_events"]], []
+                    for fault in map(str, faults):
+                        if fault in fired:
+                            fired.remove(fault)
+                        else:
+                            missed.append(fault)
+                    result["faults_not_reached"] = missed
+                    for fault in missed:
+                        self.log(f"*** {name}: --fault {fault} not reached: the run ended {duration * 1e6:.0f} us after "
+                                 "the traffic started")
+                    result["switch_events"] = list(self.fabric.switch_events)
+                    # Everything else is a function of the run's arguments and seed; this block is not.
+                    result["wall_clock"] = {"started": result.pop("started"), "elapsed_s": round(wall, 3),
+                                            "boot_s": round(self.fabric.timings.get("boot_s", 0.0), 3),
+                                            "events": self.fabric.scheduler.events,
+                                            "events_per_s": round(self.fabric.scheduler.events / max(wall, 1e-9))}
+                result["buffers"] = telemetry.buffer_status(self.fabric)
+                # an interrupted run is written at once: plots are for runs that ended by themselves
+                result["plots"] = [] if outcome.interrupted else plots.all_plots(result, samples, out)
+                with open(out / "queue_samples.json", "w") as f:
+                    json.dump(samples, f)
+                self._write(out, result)
+                self.summaries.append((out, result))
+                written = True
+        except (KeyboardInterrupt, Terminated):
+            if written and outcome.interrupted is None:
+                self.log(f"*** {name}: interrupted after its traffic; summary in {out / 'summary.json'}")
+            raise
         if outcome.interrupted is not None:
             self.log(f"*** {name}: interrupted ({outcome.interrupted_by}); summary in {out / 'summary.json'}")
             raise outcome.interrupted

@@ -55,6 +55,32 @@ def signals_deferred():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+@contextlib.contextmanager
+def interruptions_held():
+    """A first SIGINT/SIGTERM/SIGHUP inside the block waits for its end, then raises as
+    usual (KeyboardInterrupt / Terminated); a second one raises at once. For the seconds a
+    finished phase's report takes to write: Ctrl-C there lost the whole summary. (Handlers,
+    not a signal mask: the gRPC threads would take a masked process signal.)"""
+    if not _in_main_thread():
+        yield
+        return
+    held = []
+
+    def hold(signum, _frame):
+        if held:
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+        held.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if held:
+        raise KeyboardInterrupt if held[0] == signal.SIGINT else Terminated(held[0])
+
+
 def child_signal_mask():
     """preexec_fn for processes spawned inside signals_deferred(): a child inherits the
     blocked mask across exec, and a switch or tcpdump that cannot see SIGTERM would only
