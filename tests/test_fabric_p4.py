@@ -574,6 +574,7 @@ def test_te_override_beats_ecmp_and_its_removal_restores_ecmp(fab):
     held = fab.ctl.te_overrides()
     assert [(o["leaf"], o["ingress_port"], o["dst_prefix"], o["egress_port"], o["packets"]) for o in held] == \
         [("leaf1", 1, "10.1.2.0/24", other, 1)]
+    assert [(t["ingress_port"], t["egress_port"]) for t in counters(fab)["te_overrides"]] == [(1, other)]
     assert fab.ctl.remove_te_override("leaf1", 1, "10.1.2.0/24") is True
     assert out_port(fab, frame, port=1) == ecmp_port
     assert fab.ctl.te_overrides() == []
@@ -620,6 +621,8 @@ def test_counters_count_rx_tx_drops_members_and_demands(fab):
     assert delta("drops", "ttl_expired") == 3
     members = lambda c: sum(m["packets"] for m in c["ecmp_members"])   # noqa: E731
     assert members(after) - members(before) == 4
+    # each member names its port (a direct counter read alone gives the key, not the action)
+    assert sorted(m["port"] for m in after["ecmp_members"]) == list(UPLINKS)
     demand = {d["dst_prefix"]: d for d in after["demands"] if d["ingress_port"] == 1}
     old = {d["dst_prefix"]: d for d in before["demands"] if d["ingress_port"] == 1}
     assert demand["10.1.1.2/32"]["packets"] - old.get("10.1.1.2/32", {"packets": 0})["packets"] == 5

@@ -45,6 +45,12 @@ def _direct_entity(table_id):
     return entity
 
 
+def _table_entity(table_id):
+    entity = p4runtime_pb2.Entity()
+    entity.table_entry.table_id = table_id
+    return entity
+
+
 def read_switch(conn, switch, switch_routes, punted=None):
     """Everything read_counters() reports for one switch, in one Read RPC."""
     info = conn.info()
@@ -61,6 +67,12 @@ def read_switch(conn, switch, switch_routes, punted=None):
     entities += [_counter_entity(demand_id, index) for index in demand_cells]
     entities.append(_direct_entity(info.get("tables", N.ECMP_MEMBER).preamble.id))
     entities.append(_direct_entity(info.get("tables", N.TE_OVERRIDE).preamble.id))
+    # A direct counter's entry comes back with its key only (P4Runtime): the port is the
+    # action's, read from the tables themselves in the same RPC.
+    entities.append(_table_entity(info.get("tables", N.ECMP_MEMBER).preamble.id))
+    entities.append(_table_entity(info.get("tables", N.TE_OVERRIDE).preamble.id))
+    ports_of = {}        # (table, match) -> the port its action forwards to
+    needs_port = []      # (row, field, (table, match)) filled from ports_of once all is read
 
     result = {"switch": switch.name, "role": switch.role,
               "ports": {p: {q: dict.fromkeys(FIELDS, 0) for q in range(8)} for p in ports},
@@ -85,21 +97,28 @@ def read_switch(conn, switch, switch_routes, punted=None):
                 port, rid = demand_cells[index]
                 result["demands"].append({"ingress_port": port, "dst_prefix": routes[rid].prefix, "route_id": rid,
                                           "packets": data.packet_count, "bytes": data.byte_count})
+        elif kind == "table_entry":
+            entry = info.entry_from(entity.table_entry)
+            ports_of[(entry.table, tuple(entry.match))] = dict(entry.params).get("port")
         elif kind == "direct_counter_entry":
             d = entity.direct_counter_entry
             entry = info.entry_from(d.table_entry)
-            values = dict(entry.params)
+            key = (entry.table, tuple(entry.match))
             if entry.table == info.canonical("tables", N.ECMP_MEMBER):
-                result["ecmp_members"].append({"group": entry.match[0][1], "member": entry.match[1][1],
-                                               "port": values.get("port"), "packets": d.data.packet_count,
-                                               "bytes": d.data.byte_count})
+                row = {"group": entry.match[0][1], "member": entry.match[1][1], "port": None,
+                       "packets": d.data.packet_count, "bytes": d.data.byte_count}
+                result["ecmp_members"].append(row)
+                needs_port.append((row, "port", key))
             else:
                 rid = entry.match[1][1]
                 route = routes.get(rid)
-                result["te_overrides"].append({"ingress_port": entry.match[0][1],
-                                               "dst_prefix": route.prefix if route else f"route {rid}",
-                                               "route_id": rid, "egress_port": values.get("port"),
-                                               "packets": d.data.packet_count, "bytes": d.data.byte_count})
+                row = {"ingress_port": entry.match[0][1], "dst_prefix": route.prefix if route else f"route {rid}",
+                       "route_id": rid, "egress_port": None,
+                       "packets": d.data.packet_count, "bytes": d.data.byte_count}
+                result["te_overrides"].append(row)
+                needs_port.append((row, "egress_port", key))
+    for row, field, key in needs_port:
+        row[field] = ports_of.get(key)
     result["ecmp_members"].sort(key=lambda m: (m["group"], m["member"]))
     result["te_overrides"].sort(key=lambda t: (t["ingress_port"], t["route_id"]))
     result["port_totals"] = {p: {f: sum(prios[q][f] for q in prios) for f in FIELDS}
