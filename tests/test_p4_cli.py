@@ -66,12 +66,15 @@ def good(tmp_path):
 
 # ------------------------------------------------------------------ user errors
 def test_missing_files_are_named(capsys, tmp_path, good):
+    # usage errors (exit 2, as every rocelab command's), not a program's errors (exit 1)
     status, _, err = run(capsys, "check", str(tmp_path / "nope.p4"))
-    assert status == 1 and "nope.p4: error: cannot read the P4 program: no such file" in err
+    assert status == 2 and "nope.p4: error: cannot read the P4 program: no such file" in err
     status, _, err = run(capsys, "test", str(good), str(tmp_path / "nope.stf"))
-    assert status == 1 and "nope.stf: error: cannot read the STF file" in err
+    assert status == 2 and "nope.stf: error: cannot read the STF file" in err
     status, _, err = run(capsys, "info", str(tmp_path))
-    assert status == 1 and "is a directory" in err
+    assert status == 2 and "is a directory" in err
+    status, _, err = run(capsys, "info", str(good), "-o", str(tmp_path / "no" / "such" / "dir.txt"))
+    assert status == 2 and "cannot write the P4Info" in err
 
 
 def test_a_binary_stf_file_is_named(capsys, tmp_path, good):
@@ -83,7 +86,7 @@ def test_a_binary_stf_file_is_named(capsys, tmp_path, good):
 
 def test_bad_define_is_named(capsys, good):
     status, _, err = run(capsys, "check", str(good), "-D", "9lives=1")
-    assert status == 1 and "'9lives' is not a macro name" in err
+    assert status == 2 and "'9lives' is not a macro name" in err     # a usage error
 
 
 def test_no_subcommand_prints_usage(capsys):

@@ -6,7 +6,8 @@
 
 Errors in the program are printed as `file:line:col: error: ...` with the source line and a
 caret, errors in an STF file as `file:line: error: ...`; the exit status is 1 for either and
-for a failing test, 0 otherwise. `check --target bmv2` also reports, as `[bmv2 <limit>]` errors,
+for a failing test, 2 for a usage error (a file that is not there, a bad -D, an -o that cannot
+be written), 0 otherwise. `check --target bmv2` also reports, as `[bmv2 <limit>]` errors,
 what p4c-bm2-ss refuses although P4_16 allows it (shift amounts over 8 bits, ...). An `internal error` (exit 3) is a bug in the engine.
 `check` also warns (`file:line:col: warning: ...`, exit status unchanged) about parser states
 that can loop without consuming input: the engine ends such a parse after its step budget with
@@ -144,7 +145,20 @@ def _p4info(program):
 
 
 # ------------------------------------------------------------------ commands
+USAGE_ERROR = 2
+
+
+def _unusable_input(args):
+    """USAGE_ERROR after naming what cannot be used (a missing program, a bad -D), else None."""
+    if _missing(args.program, "P4 program") or _defines(args) is None:
+        return USAGE_ERROR
+    return None
+
+
 def run_check(args):
+    unusable = _unusable_input(args)
+    if unusable:
+        return unusable
     program = compile_program(args)
     if program is None or _p4info(program) is None:
         return 1
@@ -172,6 +186,9 @@ def _print_warnings(warnings):
 
 
 def run_info(args):
+    unusable = _unusable_input(args)
+    if unusable:
+        return unusable
     program = compile_program(args)
     p4info = _p4info(program) if program is not None else None
     if p4info is None:
@@ -189,7 +206,7 @@ def run_info(args):
             f.write(data)
     except OSError as exc:
         print(f"{args.output}: error: cannot write the P4Info: {exc.strerror}", file=sys.stderr)
-        return 1
+        return USAGE_ERROR
     print(f"wrote {args.output} ({fmt}: {len(p4info.tables)} tables, {len(p4info.actions)} actions)",
           file=sys.stderr)
     return 0
@@ -198,9 +215,9 @@ def run_info(args):
 def run_test(args):
     from testbed.p4engine.stf import run_stf
     if _missing(args.program, "P4 program") or _missing(args.stf, "STF file"):
-        return 1
+        return USAGE_ERROR
     defines = _defines(args)
     if defines is None:
-        return 1
+        return USAGE_ERROR
     log = (lambda line: print(line, file=sys.stdout)) if args.verbose else None
     return run_stf(args.program, args.stf, include_dirs=args.include, defines=defines, log=log)
