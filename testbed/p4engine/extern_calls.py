@@ -10,59 +10,77 @@ from .program_info import anno_string, DigestInfo
 
 # ------------------------------------------------------------------------------ externs
 def call_extern_method(self, info, name, n, ctx):
-    em = ctx.em
-    kind = info.type_name
-    x = info.pyname
-    sm = self.sm_slots()
+    """A method call on an extern instance: `x.name(args)` where x is `info`."""
     if ctx.where == "parser":
-        self.err(f"{kind}.{name} cannot be used in a parser by BMv2 (and this engine)", n.loc)
-    if kind == "register" and name == "read":
-        need_args(self, n, 2, "register.read")
-        target = self.out_target(n.args[0], ctx, "register.read's result")
-        idx = arg_value(self, n.args[1], ctx)
-        cur = self.scalar(target, n.loc)
-        self.store(target, f"{x}.packet_read({as_uint(idx)}, {as_uint(cur)})", ctx, n.loc)
-        return None
-    if kind == "register" and name == "write":
-        need_args(self, n, 2, "register.write")
-        idx = arg_value(self, n.args[0], ctx)
-        val = arg_value(self, n.args[1], ctx, T.BitT(info.width))
-        em.line(f"{x}.packet_write({as_uint(idx)}, {as_uint(val)})")
-        return None
-    if kind == "counter" and name == "count":
-        need_args(self, n, 1, "counter.count")
-        idx = arg_value(self, n.args[0], ctx)
-        em.line(f"{x}.count({as_uint(idx)}, S[{H_INLEN}])")
-        return None
-    if kind == "meter" and name == "execute_meter":
-        need_args(self, n, 2, "meter.execute_meter")
-        idx = arg_value(self, n.args[0], ctx)
-        target = self.out_target(n.args[1], ctx, "execute_meter's result")
-        tmp = ctx.temp()
-        em.line(f"{tmp} = {x}.execute({as_uint(idx)}, S[{H_NOW}], S[{H_INLEN}])")
-        em.line(f"if {tmp} is not None:")
-        em.indent()
-        self.store(target, tmp, ctx, n.loc)
-        em.dedent()
-        return None
-    if kind == "direct_counter" and name == "count":
-        need_args(self, n, 0, "direct_counter.count")
-        return None          # BMv2 counts when the table hits
-    if kind == "direct_meter" and name == "read":
-        need_args(self, n, 1, "direct_meter.read")
-        target = self.out_target(n.args[0], ctx, "direct_meter.read's result")
-        if self.limits is not None:
-            self.limits.direct_meter_read(info, ctx.action.name if ctx.action else None, n.args[0])
-        if target.kind == "lv" and isinstance(target.slot, int) and getattr(target.type, "width", None):
-            # p4c-bm2-ss makes the destination the meter's result_target and drops the call:
-            # BMv2 writes the colour there when the table hits, before the action runs
-            # (MatchTableAbstract::apply_action in src/bm_sim/match_tables.cpp); the table does
-            info.read_slots.add((target.slot, (1 << target.type.width) - 1))
-            return None
-        cur = self.scalar(target, n.loc)
-        self.store(target, f"{x}.read({as_uint(cur)})", ctx, n.loc)
-        return None
-    self.err(f"{kind} has no method '{name}' in this engine", n.loc)
+        self.err(f"{info.type_name}.{name} cannot be used in a parser by BMv2 (and this engine)", n.loc)
+    compile_call = _EXTERN_METHODS.get((info.type_name, name))
+    if compile_call is None:
+        self.err(f"{info.type_name} has no method '{name}' in this engine", n.loc)
+    return compile_call(self, info, n, ctx)
+
+
+def _register_read(self, info, n, ctx):
+    need_args(self, n, 2, "register.read")
+    target = self.out_target(n.args[0], ctx, "register.read's result")
+    idx = arg_value(self, n.args[1], ctx)
+    cur = self.scalar(target, n.loc)
+    self.store(target, f"{info.pyname}.packet_read({as_uint(idx)}, {as_uint(cur)})", ctx, n.loc)
+
+
+def _register_write(self, info, n, ctx):
+    need_args(self, n, 2, "register.write")
+    idx = arg_value(self, n.args[0], ctx)
+    val = arg_value(self, n.args[1], ctx, T.BitT(info.width))
+    ctx.em.line(f"{info.pyname}.packet_write({as_uint(idx)}, {as_uint(val)})")
+
+
+def _counter_count(self, info, n, ctx):
+    need_args(self, n, 1, "counter.count")
+    idx = arg_value(self, n.args[0], ctx)
+    ctx.em.line(f"{info.pyname}.count({as_uint(idx)}, S[{H_INLEN}])")
+
+
+def _meter_execute(self, info, n, ctx):
+    need_args(self, n, 2, "meter.execute_meter")
+    idx = arg_value(self, n.args[0], ctx)
+    target = self.out_target(n.args[1], ctx, "execute_meter's result")
+    tmp = ctx.temp()
+    em = ctx.em
+    em.line(f"{tmp} = {info.pyname}.execute({as_uint(idx)}, S[{H_NOW}], S[{H_INLEN}])")
+    em.line(f"if {tmp} is not None:")
+    em.indent()
+    self.store(target, tmp, ctx, n.loc)
+    em.dedent()
+
+
+def _direct_counter_count(self, info, n, ctx):
+    need_args(self, n, 0, "direct_counter.count")
+    # nothing to run: BMv2 counts when the table hits
+
+
+def _direct_meter_read(self, info, n, ctx):
+    need_args(self, n, 1, "direct_meter.read")
+    target = self.out_target(n.args[0], ctx, "direct_meter.read's result")
+    if self.limits is not None:
+        self.limits.direct_meter_read(info, ctx.action.name if ctx.action else None, n.args[0])
+    if target.kind == "lv" and isinstance(target.slot, int) and getattr(target.type, "width", None):
+        # p4c-bm2-ss makes the destination the meter's result_target and drops the call:
+        # BMv2 writes the colour there when the table hits, before the action runs
+        # (MatchTableAbstract::apply_action in src/bm_sim/match_tables.cpp); the table does
+        info.read_slots.add((target.slot, (1 << target.type.width) - 1))
+        return
+    cur = self.scalar(target, n.loc)
+    self.store(target, f"{info.pyname}.read({as_uint(cur)})", ctx, n.loc)
+
+
+_EXTERN_METHODS = {
+    ("register", "read"): _register_read,
+    ("register", "write"): _register_write,
+    ("counter", "count"): _counter_count,
+    ("meter", "execute_meter"): _meter_execute,
+    ("direct_counter", "count"): _direct_counter_count,
+    ("direct_meter", "read"): _direct_meter_read,
+}
 
 
 def _enum_member(self, node, ctx, enum, what):
@@ -94,146 +112,161 @@ def _sm_arg(self, node, ctx, what):
 
 
 def call_extern_func(self, fname, n, ctx):
-    em = ctx.em
-    sm = self.sm_slots()
-    role = ctx.block_role
-    if fname == "static_assert":
-        c = self.expr(n.args[0], ctx) if n.args else None
-        if c is None or not c.is_const:
-            self.err("static_assert needs a compile-time condition", n.loc)
-        if not c.const:
-            msg = self.expr(n.args[1], ctx).const if len(n.args) > 1 else "static_assert failed"
-            self.err(str(msg), n.loc)
-        return lit(True, T.BOOL)
-    if fname == "verify":
-        if ctx.where != "parser":
-            self.err("verify can only be used in a parser", n.loc)
-        need_args(self, n, 2, "verify")
-        c = self.cond_expr(n.args[0], ctx)
-        e = self.expr(n.args[1], ctx)
-        if not isinstance(e.type, T.ErrorT):
-            self.err("verify's second argument must be an error (error.X)", n.args[1].loc)
-        em.line(f"if not {c}: raise ParserError({e.code}, o)")
-        return None
-    if ctx.where == "parser" and fname not in ("log_msg", "assert", "assume"):
+    """A call of one of v1model's extern functions (clone, hash, digest, checksums, ...)."""
+    if ctx.where == "parser" and fname not in _ALLOWED_IN_PARSER:
         self.err(f"{fname} cannot be called in a parser (BMv2 allows only extract, lookahead, "
                  f"advance, verify, log_msg and assignments there)", n.loc)
-    if fname == "mark_to_drop":
-        target = sm
-        if len(n.args) == 1:
-            target = _sm_arg(self, n.args[0], ctx, "mark_to_drop")
-        elif n.args:
-            self.err("mark_to_drop takes standard_metadata", n.loc)
-        elif self.limits is not None:
+    compile_call = _EXTERN_FUNCS.get(fname)
+    if compile_call is None:
+        self.err(f"extern function '{fname}' is not supported by this engine", n.loc)
+    return compile_call(self, fname, n, ctx)
+
+
+def _static_assert(self, fname, n, ctx):
+    c = self.expr(n.args[0], ctx) if n.args else None
+    if c is None or not c.is_const:
+        self.err("static_assert needs a compile-time condition", n.loc)
+    if not c.const:
+        msg = self.expr(n.args[1], ctx).const if len(n.args) > 1 else "static_assert failed"
+        self.err(str(msg), n.loc)
+    return lit(True, T.BOOL)
+
+
+def _verify(self, fname, n, ctx):
+    if ctx.where != "parser":
+        self.err("verify can only be used in a parser", n.loc)
+    need_args(self, n, 2, "verify")
+    c = self.cond_expr(n.args[0], ctx)
+    e = self.expr(n.args[1], ctx)
+    if not isinstance(e.type, T.ErrorT):
+        self.err("verify's second argument must be an error (error.X)", n.args[1].loc)
+    ctx.em.line(f"if not {c}: raise ParserError({e.code}, o)")
+
+
+def _mark_to_drop(self, fname, n, ctx):
+    target = self.sm_slots()
+    if len(n.args) == 1:
+        target = _sm_arg(self, n.args[0], ctx, "mark_to_drop")
+    elif n.args:
+        self.err("mark_to_drop takes standard_metadata", n.loc)
+    elif self.limits is not None:
+        self.limits.deprecated_extern(n, fname)
+    ctx.em.line(f"S[{target['egress_spec']}] = 511")
+    if "mcast_grp" in target:       # simple_switch clears it where the program declares it
+        ctx.em.line(f"S[{target['mcast_grp']}] = 0")
+
+
+def _hash(self, fname, n, ctx):
+    need_args(self, n, 5, "hash")
+    target = self.out_target(n.args[0], ctx, "hash's result")
+    algo = _enum_member(self, n.args[1], ctx, "HashAlgorithm", "hash's algorithm")
+    fn = _hash_fn(self, algo, n.args[1].loc)
+    base = arg_value(self, n.args[2], ctx)
+    data = self.expr(n.args[3], ctx)
+    mx = arg_value(self, n.args[4], ctx)
+    packed = self.pack_code(self.flatten(data, n.args[3].loc), ctx)
+    tw = T.width_of(target.type)
+    if mx.is_const:
+        m = int(mx.const) or 1
+        code = f"({as_uint(base)} + {fn}({packed}) % {m:#x}) & {(1 << tw) - 1:#x}"
+    else:
+        code = f"({as_uint(base)} + {fn}({packed}) % ({as_uint(mx)} or 1)) & {(1 << tw) - 1:#x}"
+    self.store(target, code, ctx, n.loc)
+
+
+def _random(self, fname, n, ctx):
+    need_args(self, n, 3, "random")
+    target = self.out_target(n.args[0], ctx, "random's result")
+    lo = arg_value(self, n.args[1], ctx, target.type)
+    hi = arg_value(self, n.args[2], ctx, target.type)
+    a, b = ctx.temp(), ctx.temp()
+    em = ctx.em
+    em.line(f"{a} = {as_uint(lo)}; {b} = {as_uint(hi)}")
+    em.line(f"if {a} <= {b}:")
+    em.indent()
+    self.store(target, f"RANDINT({a}, {b})", ctx, n.loc)
+    em.dedent()
+
+
+def _digest(self, fname, n, ctx):
+    need_args(self, n, 2, "digest")
+    if ctx.block_role not in ("ingress", None):
+        self.err("digest can only be called in the ingress control (BMv2 learns at the end of ingress)",
+                 n.loc)
+    declared = self.resolve_type(n.targs[0]) if n.targs and n.targs[0].kind != "t_dontcare" else None
+    data = self.expr(n.args[1], ctx, declared)
+    if isinstance(declared, T.StructT) and data.kind == "list":
+        # a list or structure expression (fields named in any order, unsized literals, some
+        # left to `...`): the struct it stands for, as p4c casts it
+        data = self.struct_temp(data, declared, ctx, n.args[1].loc)
+    info = self.digest_info(data, n, declared)
+    fields = self.flatten(data, n.args[1].loc)
+    vals = ", ".join(code for code, _, _ in fields)
+    ctx.em.line(f"S[{H_DIGEST}] = ({info.name!r}, ({vals},))")
+
+
+def _clone(self, fname, n, ctx):
+    """clone, clone3 and clone_preserving_field_list."""
+    role = ctx.block_role
+    if role not in ("ingress", "egress", None):
+        self.err(f"{fname} can only be called in ingress or egress", n.loc)
+    want = {"clone": 2, "clone3": 3, "clone_preserving_field_list": 3}[fname]
+    need_args(self, n, want, fname)
+    if fname == "clone3" and self.limits is not None:
+        self.limits.deprecated_extern(n, fname)
+    kind = _enum_member(self, n.args[0], ctx, "CloneType", f"{fname}'s type")
+    if role is not None and (kind == "I2E") != (role == "ingress"):
+        self.err(f"clone type {kind} cannot be used in the {role} control "
+                 f"(I2E belongs in ingress, E2E in egress)", n.args[0].loc)
+    session = arg_value(self, n.args[1], ctx, T.BitT(32))
+    fl = "None"
+    if fname == "clone3":
+        fl = repr(self.anonymous_field_list(self.field_list_slots(self.expr(n.args[2], ctx), n.args[2].loc)))
+    elif fname == "clone_preserving_field_list":
+        fl = repr(self.const_int_val(n.args[2], ctx))
+    ctx.em.line(f"S[{H_CLONE}] = {as_uint(session)}")
+    ctx.em.line(f"S[{H_CLONE_FL}] = {fl}")
+
+
+def _resubmit_or_recirculate(self, fname, n, ctx):
+    """resubmit and recirculate, with a field list (deprecated) or its index (_preserving_field_list)."""
+    resub = fname.startswith("resubmit")
+    role = ctx.block_role
+    if role is not None and role != ("ingress" if resub else "egress"):
+        self.err(f"{fname} can only be called in the {'ingress' if resub else 'egress'} control", n.loc)
+    need_args(self, n, 1, fname)
+    if fname.endswith("field_list"):
+        fl = self.const_int_val(n.args[0], ctx)
+    else:
+        if self.limits is not None:
             self.limits.deprecated_extern(n, fname)
-        em.line(f"S[{target['egress_spec']}] = 511")
-        if "mcast_grp" in target:       # simple_switch clears it where the program declares it
-            em.line(f"S[{target['mcast_grp']}] = 0")
-        return None
-    if fname == "hash":
-        need_args(self, n, 5, "hash")
-        target = self.out_target(n.args[0], ctx, "hash's result")
-        algo = _enum_member(self, n.args[1], ctx, "HashAlgorithm", "hash's algorithm")
-        fn = _hash_fn(self, algo, n.args[1].loc)
-        base = arg_value(self, n.args[2], ctx)
-        data = self.expr(n.args[3], ctx)
-        mx = arg_value(self, n.args[4], ctx)
-        packed = self.pack_code(self.flatten(data, n.args[3].loc), ctx)
-        tw = T.width_of(target.type)
-        if mx.is_const:
-            m = int(mx.const) or 1
-            code = f"({as_uint(base)} + {fn}({packed}) % {m:#x}) & {(1 << tw) - 1:#x}"
-        else:
-            code = f"({as_uint(base)} + {fn}({packed}) % ({as_uint(mx)} or 1)) & {(1 << tw) - 1:#x}"
-        self.store(target, code, ctx, n.loc)
-        return None
-    if fname == "random":
-        need_args(self, n, 3, "random")
-        target = self.out_target(n.args[0], ctx, "random's result")
-        lo = arg_value(self, n.args[1], ctx, target.type)
-        hi = arg_value(self, n.args[2], ctx, target.type)
-        a, b = ctx.temp(), ctx.temp()
-        em.line(f"{a} = {as_uint(lo)}; {b} = {as_uint(hi)}")
-        em.line(f"if {a} <= {b}:")
-        em.indent()
-        self.store(target, f"RANDINT({a}, {b})", ctx, n.loc)
-        em.dedent()
-        return None
-    if fname == "digest":
-        need_args(self, n, 2, "digest")
-        if role not in ("ingress", None):
-            self.err("digest can only be called in the ingress control (BMv2 learns at the end of ingress)",
-                     n.loc)
-        declared = self.resolve_type(n.targs[0]) if n.targs and n.targs[0].kind != "t_dontcare" else None
-        data = self.expr(n.args[1], ctx, declared)
-        if isinstance(declared, T.StructT) and data.kind == "list":
-            # a list or structure expression (fields named in any order, unsized literals, some
-            # left to `...`): the struct it stands for, as p4c casts it
-            data = self.struct_temp(data, declared, ctx, n.args[1].loc)
-        info = self.digest_info(data, n, declared)
-        fields = self.flatten(data, n.args[1].loc)
-        vals = ", ".join(code for code, _, _ in fields)
-        em.line(f"S[{H_DIGEST}] = ({info.name!r}, ({vals},))")
-        return None
-    if fname in ("clone", "clone3", "clone_preserving_field_list"):
-        if role not in ("ingress", "egress", None):
-            self.err(f"{fname} can only be called in ingress or egress", n.loc)
-        want = {"clone": 2, "clone3": 3, "clone_preserving_field_list": 3}[fname]
-        need_args(self, n, want, fname)
-        if fname == "clone3" and self.limits is not None:
-            self.limits.deprecated_extern(n, fname)
-        kind = _enum_member(self, n.args[0], ctx, "CloneType", f"{fname}'s type")
-        if role is not None and (kind == "I2E") != (role == "ingress"):
-            self.err(f"clone type {kind} cannot be used in the {role} control "
-                     f"(I2E belongs in ingress, E2E in egress)", n.args[0].loc)
-        session = arg_value(self, n.args[1], ctx, T.BitT(32))
-        fl = "None"
-        if fname == "clone3":
-            fl = repr(self.anonymous_field_list(self.field_list_slots(self.expr(n.args[2], ctx), n.args[2].loc)))
-        elif fname == "clone_preserving_field_list":
-            fl = repr(self.const_int_val(n.args[2], ctx))
-        em.line(f"S[{H_CLONE}] = {as_uint(session)}")
-        em.line(f"S[{H_CLONE_FL}] = {fl}")
-        return None
-    if fname in ("resubmit", "resubmit_preserving_field_list", "recirculate",
-                 "recirculate_preserving_field_list"):
-        resub = fname.startswith("resubmit")
-        if role is not None and role != ("ingress" if resub else "egress"):
-            self.err(f"{fname} can only be called in the {'ingress' if resub else 'egress'} control", n.loc)
-        need_args(self, n, 1, fname)
-        if fname.endswith("field_list"):
-            fl = self.const_int_val(n.args[0], ctx)
-        else:
-            if self.limits is not None:
-                self.limits.deprecated_extern(n, fname)
-            fl = self.anonymous_field_list(self.field_list_slots(self.expr(n.args[0], ctx), n.args[0].loc))
-        em.line(f"S[{H_RESUB if resub else H_RECIRC}] = {fl!r}")
-        return None
-    if fname == "truncate":
-        need_args(self, n, 1, "truncate")
-        v = arg_value(self, n.args[0], ctx, T.BitT(32))
-        tmp = ctx.temp()
-        em.line(f"{tmp} = {as_uint(v)}")
-        em.line(f"if S[{H_TRUNC}] is None or {tmp} < S[{H_TRUNC}]: S[{H_TRUNC}] = {tmp}")
-        return None
-    if fname in CHECKSUM_FUNCS:
-        return _checksum_call(self, fname, n, ctx)
-    if fname == "log_msg":
-        if not n.args or n.args[0].kind != "string":
-            self.err("log_msg needs a string literal first", n.loc)
-        fmt = n.args[0].value
-        vals = []
-        if len(n.args) > 1:
-            vals = _log_values(self, self.expr(n.args[1], ctx), n.args[1].loc)
-        em.line(f"if LOG is not None: LOG(logfmt({fmt!r}, ({', '.join(vals)}{',' if vals else ''})))")
-        return None
-    if fname in ("assert", "assume"):
-        need_args(self, n, 1, fname)
-        c = self.cond_expr(n.args[0], ctx)
-        where = f"{n.loc.file}:{n.loc.line}"
-        em.line(f"if not {c}: raise P4RuntimeFault({f'{fname} failed at {where}'!r})")
-        return None
-    self.err(f"extern function '{fname}' is not supported by this engine", n.loc)
+        fl = self.anonymous_field_list(self.field_list_slots(self.expr(n.args[0], ctx), n.args[0].loc))
+    ctx.em.line(f"S[{H_RESUB if resub else H_RECIRC}] = {fl!r}")
+
+
+def _truncate(self, fname, n, ctx):
+    need_args(self, n, 1, "truncate")
+    v = arg_value(self, n.args[0], ctx, T.BitT(32))
+    tmp = ctx.temp()
+    ctx.em.line(f"{tmp} = {as_uint(v)}")
+    ctx.em.line(f"if S[{H_TRUNC}] is None or {tmp} < S[{H_TRUNC}]: S[{H_TRUNC}] = {tmp}")
+
+
+def _log_msg(self, fname, n, ctx):
+    if not n.args or n.args[0].kind != "string":
+        self.err("log_msg needs a string literal first", n.loc)
+    fmt = n.args[0].value
+    vals = []
+    if len(n.args) > 1:
+        vals = _log_values(self, self.expr(n.args[1], ctx), n.args[1].loc)
+    ctx.em.line(f"if LOG is not None: LOG(logfmt({fmt!r}, ({', '.join(vals)}{',' if vals else ''})))")
+
+
+def _assert_or_assume(self, fname, n, ctx):
+    need_args(self, n, 1, fname)
+    c = self.cond_expr(n.args[0], ctx)
+    where = f"{n.loc.file}:{n.loc.line}"
+    ctx.em.line(f"if not {c}: raise P4RuntimeFault({f'{fname} failed at {where}'!r})")
 
 
 def _checksum_call(self, fname, n, ctx):
@@ -275,6 +308,27 @@ def _checksum_call(self, fname, n, ctx):
         self.store(csum, value, ctx, n.loc)
     em.dedent()
     return None
+
+
+# the compile function of each extern function: (self, fname, n, ctx) -> a Val or None
+_EXTERN_FUNCS = {
+    "static_assert": _static_assert,
+    "verify": _verify,
+    "mark_to_drop": _mark_to_drop,
+    "hash": _hash,
+    "random": _random,
+    "digest": _digest,
+    **dict.fromkeys(("clone", "clone3", "clone_preserving_field_list"), _clone),
+    **dict.fromkeys(("resubmit", "resubmit_preserving_field_list", "recirculate",
+                     "recirculate_preserving_field_list"), _resubmit_or_recirculate),
+    "truncate": _truncate,
+    **dict.fromkeys(CHECKSUM_FUNCS, _checksum_call),
+    "log_msg": _log_msg,
+    "assert": _assert_or_assume,
+    "assume": _assert_or_assume,
+}
+# these check where they are called themselves (verify belongs only in a parser)
+_ALLOWED_IN_PARSER = ("static_assert", "verify", "log_msg", "assert", "assume")
 
 
 def _log_values(self, data, loc):
