@@ -13,97 +13,114 @@ class TablesMixin:
 
     # ------------------------------------------------------------------------- tables
     def compile_table(self, d, ctx, prefix):
-        from . import tables as tb
         name = self.qualified(prefix, d.name, d.annos)
         info = TableInfo(name, d)
         if self.limits is not None:
             self.limits.table(d)
+        self._table_properties(info, ctx, prefix)
+        self._complete_table(info, ctx)
+        info.obj = self._runtime_table(info, ctx)
+        if name in self.out.tables:
+            self.err(f"two tables are both named '{name}'", d.loc)
+        self.out.tables[name] = info
+        self.emit_table_apply(info)
+        return info
+
+    def _table_properties(self, info, ctx, prefix):
+        d = info.decl
         seen_props = set()
-        action_names = []
         for p in d.props:
-            pname = {"tp_key": "key", "tp_actions": "actions", "tp_entries": "entries"}.get(p.kind, getattr(p, "name", None))
+            pname = _PROPERTY_NAMES.get(p.kind, getattr(p, "name", None))
             if pname in seen_props:
                 self.err(f"table {d.name}: property '{pname}' given twice", p.loc)
             seen_props.add(pname)
             if p.kind == "tp_key":
                 for ke in p.keys:
-                    mk = ke.match_kind
-                    if mk not in self.match_kinds:
-                        self.err(f"unknown match kind '{mk}'", ke.loc)
-                    if mk not in SUPPORTED_MATCH_KINDS:
-                        self.err(f"match kind '{mk}' is not supported", ke.loc)
-                    # what the key's expression emits (a function call's temporaries) runs in
-                    # the table's own apply function, before its lookup
-                    v, lines = self.captured(ctx, lambda: self.scalar(self.expr(ke.expr, ctx), ke.expr.loc))
-                    indent = "    " * ctx.em.level
-                    info.key_lines.extend(line[len(indent):] for line in lines)
-                    if isinstance(v.type, T.BoolT):
-                        v = Val("rv", T.BitT(1), f"(1 if {v.code} else 0)")
-                    w = T.width_of(v.type)
-                    if w is None:
-                        self.err(f"table key must be a bit<W> value, not {v.type}", ke.expr.loc)
-                    kname = anno_string(ke.annos, "name")
-                    if kname is None:
-                        unnamed = unnamed_key_part(ke.expr)
-                        if unnamed is not None:
-                            self.err(f"{expr_text(unnamed)}: complex key expression requires a @name "
-                                     f"annotation (p4c cannot name it for P4Runtime)", unnamed.loc)
-                        kname = expr_text(ke.expr, lambda m: self.field_key_name(m, ctx))
-                    if mk == "selector":
-                        valid = self.valid_slot_of(ke.expr, ctx)
-                        info.selector_keys.append((kname, w, v, valid))
-                    else:
-                        info.keys.append((kname, mk, w, v))
+                    self._table_key(info, ke, ctx)
             elif p.kind == "tp_actions":
                 for ar in p.actions:
-                    s = ctx.scope.lookup(ar.name)
-                    if s is None or s.kind != "action":
-                        self.err(f"table {d.name}: '{ar.name}' is not an action", ar.loc)
-                    if ar.args:
-                        info.action_fns[s.info.name] = self.bound_action(s.info, ar, ctx)
-                    info.actions.append((s.info, ar.annos))
-                    action_names.append(s.info.name)
+                    self._table_action(info, ar, ctx)
             elif p.kind == "tp_entries":
                 info._entries_node = p
             elif p.kind == "tp_value":
-                if p.name == "default_action":
-                    info.default_action = self.action_call_const(p.value, ctx, f"table {d.name} default_action")
-                    info.const_default = p.const
-                    info._default_loc = p.value.loc
-                elif p.name == "size":
-                    info.size = self.const_int(p.value, "table size", ctx.scope)
-                    if not 0 <= info.size <= MAX_EXTERN_SIZE:   # (also P4Info's int64)
-                        self.err(f"table {d.name}: size must be from 0 to {MAX_EXTERN_SIZE}, got {info.size}",
-                                 p.value.loc)
-                elif p.name == "implementation":
-                    info.implementation = self.table_extern(p.value, ctx, prefix, name, ("action_profile", "action_selector"),
-                                                          p.annos)
-                elif p.name == "counters":
-                    info.direct_counter = self.table_extern(p.value, ctx, prefix, name, ("direct_counter",),
-                                                          p.annos)
-                elif p.name == "meters":
-                    info.direct_meter = self.table_extern(p.value, ctx, prefix, name, ("direct_meter",),
-                                                          p.annos)
-                elif p.name == "largest_priority_wins":
-                    info.largest_priority_wins = self.const_bool(p.value, "largest_priority_wins", ctx.scope)
-                elif p.name == "priority_delta":
-                    info.priority_delta = self.const_int(p.value, "priority_delta", ctx.scope)
-                    if info.priority_delta <= 0:
-                        self.err(f"table {d.name}: priority_delta must be a positive value", p.value.loc)
-                elif p.name == "support_timeout":
-                    info.idle_timeout = True
-                elif p.name in ("max_group_size", "selector_size_semantics", "selector_max_group_size"):
-                    pass
-                else:   # p4c type-checks it, then warns and ignores it (properties are the architecture's)
-                    if p.value.kind != "ctor":
-                        self.captured(ctx, lambda: self.expr(p.value, ctx))
-                    self.warn(f"table {d.name}: unknown table property '{p.name}' ignored", p.loc)
+                self._table_value_property(info, p, ctx, prefix)
+
+    def _table_key(self, info, ke, ctx):
+        mk = ke.match_kind
+        if mk not in self.match_kinds:
+            self.err(f"unknown match kind '{mk}'", ke.loc)
+        if mk not in SUPPORTED_MATCH_KINDS:
+            self.err(f"match kind '{mk}' is not supported", ke.loc)
+        # what the key's expression emits (a function call's temporaries) runs in
+        # the table's own apply function, before its lookup
+        v, lines = self.captured(ctx, lambda: self.scalar(self.expr(ke.expr, ctx), ke.expr.loc))
+        indent = "    " * ctx.em.level
+        info.key_lines.extend(line[len(indent):] for line in lines)
+        if isinstance(v.type, T.BoolT):
+            v = Val("rv", T.BitT(1), f"(1 if {v.code} else 0)")
+        w = T.width_of(v.type)
+        if w is None:
+            self.err(f"table key must be a bit<W> value, not {v.type}", ke.expr.loc)
+        kname = anno_string(ke.annos, "name")
+        if kname is None:
+            unnamed = unnamed_key_part(ke.expr)
+            if unnamed is not None:
+                self.err(f"{expr_text(unnamed)}: complex key expression requires a @name "
+                         f"annotation (p4c cannot name it for P4Runtime)", unnamed.loc)
+            kname = expr_text(ke.expr, lambda m: self.field_key_name(m, ctx))
+        if mk == "selector":
+            valid = self.valid_slot_of(ke.expr, ctx)
+            info.selector_keys.append((kname, w, v, valid))
+        else:
+            info.keys.append((kname, mk, w, v))
+
+    def _table_action(self, info, ar, ctx):
+        s = ctx.scope.lookup(ar.name)
+        if s is None or s.kind != "action":
+            self.err(f"table {info.decl.name}: '{ar.name}' is not an action", ar.loc)
+        if ar.args:
+            info.action_fns[s.info.name] = self.bound_action(s.info, ar, ctx)
+        info.actions.append((s.info, ar.annos))
+
+    def _table_value_property(self, info, p, ctx, prefix):
+        """`name = value;`: default_action, size, the table's externs and the other properties."""
+        tname = info.decl.name
+        if p.name == "default_action":
+            info.default_action = self.action_call_const(p.value, ctx, f"table {tname} default_action")
+            info.const_default = p.const
+            info._default_loc = p.value.loc
+        elif p.name == "size":
+            info.size = self.const_int(p.value, "table size", ctx.scope)
+            if not 0 <= info.size <= MAX_EXTERN_SIZE:   # (also P4Info's int64)
+                self.err(f"table {tname}: size must be from 0 to {MAX_EXTERN_SIZE}, got {info.size}",
+                         p.value.loc)
+        elif p.name in _EXTERN_PROPERTIES:
+            attr, kinds = _EXTERN_PROPERTIES[p.name]
+            setattr(info, attr, self.table_extern(p.value, ctx, prefix, info.name, kinds, p.annos))
+        elif p.name == "largest_priority_wins":
+            info.largest_priority_wins = self.const_bool(p.value, "largest_priority_wins", ctx.scope)
+        elif p.name == "priority_delta":
+            info.priority_delta = self.const_int(p.value, "priority_delta", ctx.scope)
+            if info.priority_delta <= 0:
+                self.err(f"table {tname}: priority_delta must be a positive value", p.value.loc)
+        elif p.name == "support_timeout":
+            info.idle_timeout = True
+        elif p.name in ("max_group_size", "selector_size_semantics", "selector_max_group_size"):
+            pass
+        else:   # p4c type-checks it, then warns and ignores it (properties are the architecture's)
+            if p.value.kind != "ctor":
+                self.captured(ctx, lambda: self.expr(p.value, ctx))
+            self.warn(f"table {tname}: unknown table property '{p.name}' ignored", p.loc)
+
+    def _complete_table(self, info, ctx):
+        """What p4c fills in or drops after the properties: NoAction for a table without actions,
+        the default action, selector keys nothing selects with."""
+        d = info.decl
         if not info.actions:     # p4c gives such a table NoAction (as its default only)
             noaction = ctx.scope.lookup("NoAction")
             if noaction is None or noaction.kind != "action":
                 self.err(f"table {d.name} has no actions", d.loc)
             info.actions.append((noaction.info, [Node("annotation", d.loc, name="defaultonly", args=[])]))
-            action_names.append(noaction.info.name)
         if info.selector_keys and (info.implementation is None or info.implementation.type_name != "action_selector"):
             # p4c-bm2-ss leaves them out of the table (and P4Info) when nothing selects with them
             self.warn(f"table {d.name}: selector keys are ignored without implementation = action_selector(...)",
@@ -115,10 +132,14 @@ class TablesMixin:
             info.default_action = (na, {}) if na else None
         else:
             ai = info.default_action[0]
-            if ai.name not in action_names:
+            if ai.name not in [a.name for a, _ in info.actions]:
                 self.err(f"table {d.name}: default action {ai.name} is not in its actions list",
                          getattr(info, "_default_loc", d.loc))
-        # runtime object
+
+    def _runtime_table(self, info, ctx):
+        """The tables.Table the pipelines run (with its const entries)."""
+        from . import tables as tb
+        d = info.decl
         keys = [tb.KeySpec(n, mk, w) for n, mk, w, _ in info.keys]
         sel_keys = [tb.KeySpec(n, "selector", w) for n, w, _, _ in info.selector_keys]
         default = tb.ActionCall(info.default_action[0].name, info.default_action[1]) if info.default_action and info.default_action[0] else None
@@ -126,23 +147,14 @@ class TablesMixin:
         if hasattr(info, "_entries_node"):
             const_entries = self.const_entries(info, info._entries_node, ctx)
             info.const_entries = const_entries
-        capacity = info.size
-        size_prop = next((p for p in d.props if p.kind == "tp_value" and p.name == "size"), None)
-        if size_prop is not None:
-            # p4c's midend (CheckTableSize) warns and drops the size of a table that cannot hold
-            # control-plane entries; P4Info keeps it as written
-            entries_node = getattr(info, "_entries_node", None)
-            why = ("with constant entries" if entries_node is not None and entries_node.const
-                   else "without keys" if not keys and info.size != 1 else None)
-            if why is not None:
-                self.warn(f"table {d.name}: size {info.size} specified for table {why}", size_prop.loc)
-                capacity = max(info.size, len(const_entries or ()))
+        capacity = self._table_capacity(info, keys, const_entries)
+        action_names = [ai.name for ai, _ in info.actions]
         action_params = {ai.name: ai.runtime_params for ai, _ in info.actions}
         table_only = {ai.name for ai, an in info.actions if anno(an, "tableonly")}
         default_only = {ai.name for ai, an in info.actions if anno(an, "defaultonly")}
         try:
             table_class = tb.IdleTimeoutTable if info.idle_timeout else tb.Table
-            obj = table_class(name, keys, action_names, size=capacity, default_action=default,
+            obj = table_class(info.name, keys, action_names, size=capacity, default_action=default,
                               const_default_action=info.const_default, const_entries=const_entries,
                               implementation=info.implementation.obj if info.implementation else None,
                               selector_keys=sel_keys,
@@ -152,14 +164,25 @@ class TablesMixin:
         except (tb.TableError, ValueError) as e:
             self.err(f"table {d.name}: {getattr(e, 'message', e)}", d.loc)
         if info.implementation is not None and info.implementation.obj.actions is None:
-            info.implementation.obj.actions = list(action_names)
+            info.implementation.obj.actions = action_names
             info.implementation.obj.action_params = action_params
-        info.obj = obj
-        if name in self.out.tables:
-            self.err(f"two tables are both named '{name}'", d.loc)
-        self.out.tables[name] = info
-        self.emit_table_apply(info)
-        return info
+        return obj
+
+    def _table_capacity(self, info, keys, const_entries):
+        """How many entries the runtime table holds: its size, unless p4c drops that."""
+        d = info.decl
+        size_prop = next((p for p in d.props if p.kind == "tp_value" and p.name == "size"), None)
+        if size_prop is None:
+            return info.size
+        # p4c's midend (CheckTableSize) warns and drops the size of a table that cannot hold
+        # control-plane entries; P4Info keeps it as written
+        entries_node = getattr(info, "_entries_node", None)
+        why = ("with constant entries" if entries_node is not None and entries_node.const
+               else "without keys" if not keys and info.size != 1 else None)
+        if why is None:
+            return info.size
+        self.warn(f"table {d.name}: size {info.size} specified for table {why}", size_prop.loc)
+        return max(info.size, len(const_entries or ()))
 
     def field_key_name(self, member, ctx):
         """A key's text for `base.field` when the struct field has @name (p4c's KeyNameGenerator
@@ -368,3 +391,12 @@ class TablesMixin:
         em.line(f"{dname}[n](S, a.args)")
         em.line("return hit, n")
         em.dedent()
+
+
+_PROPERTY_NAMES = {"tp_key": "key", "tp_actions": "actions", "tp_entries": "entries"}
+# a table's extern properties: the TableInfo attribute each sets, and the extern types it takes
+_EXTERN_PROPERTIES = {
+    "implementation": ("implementation", ("action_profile", "action_selector")),
+    "counters": ("direct_counter", ("direct_counter",)),
+    "meters": ("direct_meter", ("direct_meter",)),
+}
