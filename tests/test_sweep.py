@@ -70,6 +70,22 @@ def test_local_cluster_sweep_writes_every_point_and_the_report(local_sweep):
     assert no_leftovers(out)
 
 
+def test_rerunning_a_finished_sweep_starts_no_cluster(local_sweep, monkeypatch, capsys):
+    # the README's "rerunning the same command skips the points already complete": it still
+    # started a local cluster for nothing (14 s of a 14 s rerun on 2 loaded cores)
+    status, out = local_sweep
+    assert status == 0
+    from testbed.sweep import api
+
+    def no_cluster(*_args, **_kwargs):
+        raise AssertionError("a cluster was started for a sweep with nothing left to run")
+    monkeypatch.setattr(api, "client_for", no_cluster)
+    before = (out / "sweep.csv").read_text()
+    assert rocelab(["sweep", "--out", str(out), "--workers", "2", *VARY, "--", *BASE]) == 0
+    assert "2 kept from before" in capsys.readouterr().out
+    assert (out / "sweep.csv").read_text().splitlines()[1:] == before.splitlines()[1:]
+
+
 def test_each_point_equals_its_single_rocelab_run(local_sweep, tmp_path, capsys):
     _, out = local_sweep
     doc, summaries = points_of(out)

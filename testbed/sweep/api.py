@@ -12,7 +12,7 @@ import time
 
 from testbed.sweep import grid, report
 from testbed.sweep.cluster import client_for
-from testbed.sweep.runner import Interrupted, remove_stale_temporaries, run_points
+from testbed.sweep.runner import Interrupted, all_complete, remove_stale_temporaries, run_points
 
 
 def run_sweep(points, out, scheduler=None, workers=None, knobs=None, seeds=None, base_options=(), progress=None):
@@ -27,8 +27,11 @@ def run_sweep(points, out, scheduler=None, workers=None, knobs=None, seeds=None,
     where = scheduler or f"local cluster of {workers or 'one worker per core'}"
     interrupted = False
     try:
-        with client_for(scheduler, workers) as client:
-            results = run_points(points, out, client, progress=progress)
+        if all_complete(points, out):     # a rerun of a finished sweep: no cluster to start
+            results = run_points(points, out, None, progress=progress)
+        else:
+            with client_for(scheduler, workers) as client:
+                results = run_points(points, out, client, progress=progress)
     except Interrupted as exc:
         results, interrupted = exc.results, True
     wall = {"started": started, "elapsed_s": round(time.monotonic() - t0, 3), "scheduler": where}
@@ -46,7 +49,7 @@ def run_here_or_on_cluster(points, out, scheduler=None, workers=None, on_result=
     if scheduler is None:
         import os
         workers = min(workers or os.cpu_count() or 1, max(len(points), 1))   # no idle workers to start
-    if scheduler is None and workers == 1:
+    if (scheduler is None and workers == 1) or all_complete(points, out):
         return run_points(points, out, None, on_result=on_result, progress=progress)
     try:
         with client_for(scheduler, workers) as client:

@@ -217,6 +217,13 @@ def _unpacked(reply, where):
     return where
 
 
+def all_complete(points, out):
+    """Whether every point already has its complete result under `out` (a rerun with nothing
+    left to run needs no cluster)."""
+    out = Path(out)
+    return all(p.resumable and load_point(p.directory(out), p) is not None for p in points)
+
+
 def load_point(directory, point):
     """A completed point's result from its directory (resume), or None."""
     try:
