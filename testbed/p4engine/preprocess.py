@@ -89,113 +89,139 @@ class Preprocessor:
         if self.depth > 50:
             raise P4Error("#include nested too deeply (recursive include?)", Loc(file, 1, 1), self.source_map)
         self.source_map.file_lines[file] = text.split("\n")
-        clean = strip_comments(text, file, self.source_map)
-        lines = clean.split("\n")
-        # stack of [taking_now, some_branch_taken, parent_active, seen_else]
-        stack = []
-        active = True
+        lines = strip_comments(text, file, self.source_map).split("\n")
+        branches = _Branches()
         i = 0
         while i < len(lines):
-            raw = lines[i]
             lineno = i + 1
-            # backslash continuation (directives only matter, but join generally)
-            while raw.endswith("\\") and i + 1 < len(lines):
-                i += 1
-                raw = raw[:-1] + " " + lines[i]
-                self._emit("", file, lineno)  # keep line count aligned
-            i += 1
+            raw, i = self._spliced_line(lines, i, file)
             m = _DIRECTIVE.match(raw)
-            if not m:
-                # a macro call whose arguments go on over the next lines (as cpp reads them): they
-                # join its first line, and the lines they came from stay empty
-                joined = 0
-                while active and i < len(lines) and self._open_macro_call(raw) \
-                        and not _DIRECTIVE.match(lines[i]):
-                    raw = raw + "\n" + lines[i]
-                    i += 1
-                    joined += 1
-                unclosed = self._open_macro_call(raw) if joined else None
-                if unclosed is not None:
-                    raise P4Error(f"unterminated argument list of a call of macro '{unclosed.group(0)}'",
-                                  Loc(file, lineno, unclosed.start() + 1), self.source_map)
-                self._emit(self._expand(raw, file, lineno).replace("\n", " ") if active else "", file, lineno)
-                for k in range(joined):
-                    self._emit("", file, lineno + 1 + k)
+            if m is None:
+                i = self._text_line(raw, lines, i, file, lineno, branches.active)
                 continue
             self._emit("", file, lineno)
-            name = m.group(1) or ""
-            rest = m.group(2).strip()
             loc = Loc(file, lineno, raw.index("#") + 1)
-            if name in ("if", "ifdef", "ifndef"):
-                if name == "if":
-                    cond = self._eval(rest, loc) if active else False
-                elif name == "ifdef":
-                    cond = self._macro_name(rest, loc) in self.macros
-                else:
-                    cond = self._macro_name(rest, loc) not in self.macros
-                taking = active and cond
-                stack.append([taking, taking, active, False])
-                active = taking
-            elif name == "elif":
-                if not stack or stack[-1][3]:
-                    raise P4Error("#elif without matching #if", loc, self.source_map)
-                top = stack[-1]
-                taking = top[2] and not top[1] and self._eval(rest, loc)
-                top[0] = taking
-                top[1] = top[1] or taking
-                active = taking
-            elif name == "else":
-                if not stack or stack[-1][3]:
-                    raise P4Error("#else without matching #if", loc, self.source_map)
-                top = stack[-1]
-                taking = top[2] and not top[1]
-                top[0], top[1], top[3] = taking, True, True
-                active = taking
-            elif name == "endif":
-                if not stack:
-                    raise P4Error("#endif without matching #if", loc, self.source_map)
-                active = stack.pop()[2]
-            elif not active:
-                continue
-            elif name == "define":
-                mm = _IDENT.match(rest)
-                if not mm:
-                    raise P4Error("#define needs a macro name", loc, self.source_map)
-                macro = mm.group(0)
-                body = rest[mm.end():]
-                if body.startswith("("):       # NAME(params) body: a function-like macro
-                    close = body.find(")")
-                    params = [x.strip() for x in body[1:close].split(",")] if close > 0 else None
-                    if params == [""]:
-                        params = []
-                    if params is None or not all(_IDENT.fullmatch(x) for x in params):
-                        raise P4Error(f"#define {macro}(...): parameters must be names", loc, self.source_map)
-                    text_body = body[close + 1:].strip()
-                    for m in re.finditer(r"(?<!#)#(?!#)\s*([A-Za-z_][A-Za-z0-9_]*)?", text_body):
-                        if m.group(1) not in params:
-                            raise P4Error(f"#define {macro}: '#' must be followed by a parameter", loc,
-                                          self.source_map)
-                    self._check_paste(macro, text_body, loc)
-                    self.macros[macro] = (params, text_body)
-                else:
-                    body = body.strip()
-                    self._check_paste(macro, body, loc)
-                    self.macros[macro] = _PASTE.sub("", body) if "##" in body else body
-            elif name == "undef":
-                self.macros.pop(self._macro_name(rest, loc), None)
-            elif name == "include":
-                self._include(rest, file, loc)
-            elif name in ("pragma", "line") or (not name and (not rest or rest[0].isdigit())):
-                pass        # (also cpp's null directive '#', and GNU's '# 33' line marker)
-            elif name == "error":
-                raise P4Error(f"#error {rest}", loc, self.source_map)
-            elif name == "warning":
-                pass
-            else:
-                raise P4Error(f"unknown preprocessor directive '#{name}'", loc, self.source_map)
-        if stack:
+            self._directive(m.group(1) or "", m.group(2).strip(), loc, branches)
+        if branches.groups:
             raise P4Error("#if without matching #endif", Loc(file, len(lines), 1), self.source_map)
         self.depth -= 1
+
+    def _spliced_line(self, lines, i, file):
+        """lines[i] joined with the lines its trailing backslashes continue onto (directives only
+        matter, but any line is joined), and the index of the line after. Each line joined leaves
+        an empty output line, so that the line count stays aligned."""
+        raw = lines[i]
+        lineno = i + 1
+        while raw.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            raw = raw[:-1] + " " + lines[i]
+            self._emit("", file, lineno)
+        return raw, i + 1
+
+    def _text_line(self, raw, lines, i, file, lineno, active):
+        """A line of program text, its macros expanded (an empty line where lines are skipped);
+        lines[i] is the one after it. Returns the index of the next line to read."""
+        # a macro call whose arguments go on over the next lines (as cpp reads them): they
+        # join its first line, and the lines they came from stay empty
+        joined = 0
+        while active and i < len(lines) and self._open_macro_call(raw) \
+                and not _DIRECTIVE.match(lines[i]):
+            raw = raw + "\n" + lines[i]
+            i += 1
+            joined += 1
+        unclosed = self._open_macro_call(raw) if joined else None
+        if unclosed is not None:
+            raise P4Error(f"unterminated argument list of a call of macro '{unclosed.group(0)}'",
+                          Loc(file, lineno, unclosed.start() + 1), self.source_map)
+        self._emit(self._expand(raw, file, lineno).replace("\n", " ") if active else "", file, lineno)
+        for k in range(joined):
+            self._emit("", file, lineno + 1 + k)
+        return i
+
+    def _directive(self, name, rest, loc, branches):
+        """One directive line (`#name rest`). The conditionals are followed in skipped lines too;
+        the others act only where lines are taken."""
+        conditional = self._CONDITIONALS.get(name)
+        if conditional is not None:
+            conditional(self, rest, loc, branches)
+        elif not branches.active:
+            return
+        elif name in self._ACTIONS:
+            self._ACTIONS[name](self, rest, loc)
+        elif name in ("pragma", "line", "warning") or (not name and (not rest or rest[0].isdigit())):
+            pass        # (also cpp's null directive '#', and GNU's '# 33' line marker)
+        else:
+            raise P4Error(f"unknown preprocessor directive '#{name}'", loc, self.source_map)
+
+    # -- conditionals ---------------------------------------------------------------------------
+    def _if(self, rest, loc, branches):
+        branches.open(self._eval(rest, loc) if branches.active else False)
+
+    def _ifdef(self, rest, loc, branches):
+        branches.open(self._macro_name(rest, loc) in self.macros)
+
+    def _ifndef(self, rest, loc, branches):
+        branches.open(self._macro_name(rest, loc) not in self.macros)
+
+    def _elif(self, rest, loc, branches):
+        group = self._group_before_else("#elif", loc, branches)
+        taking = group[2] and not group[1] and self._eval(rest, loc)
+        group[0] = taking
+        group[1] = group[1] or taking
+        branches.active = taking
+
+    def _else(self, rest, loc, branches):
+        group = self._group_before_else("#else", loc, branches)
+        taking = group[2] and not group[1]
+        group[0], group[1], group[3] = taking, True, True
+        branches.active = taking
+
+    def _endif(self, rest, loc, branches):
+        if not branches.groups:
+            raise P4Error("#endif without matching #if", loc, self.source_map)
+        branches.active = branches.groups.pop()[2]
+
+    def _group_before_else(self, directive, loc, branches):
+        """The innermost open #if group, which must not have had its #else yet."""
+        if not branches.groups or branches.groups[-1][3]:
+            raise P4Error(f"{directive} without matching #if", loc, self.source_map)
+        return branches.groups[-1]
+
+    # -- the directives of taken lines ------------------------------------------------------------
+    def _define(self, rest, loc):
+        mm = _IDENT.match(rest)
+        if not mm:
+            raise P4Error("#define needs a macro name", loc, self.source_map)
+        macro = mm.group(0)
+        body = rest[mm.end():]
+        if body.startswith("("):       # NAME(params) body: a function-like macro
+            self.macros[macro] = self._function_like_macro(macro, body, loc)
+        else:
+            body = body.strip()
+            self._check_paste(macro, body, loc)
+            self.macros[macro] = _PASTE.sub("", body) if "##" in body else body
+
+    def _function_like_macro(self, macro, body, loc):
+        """(params, body) of `#define macro(params) body`; `body` starts at the '('."""
+        close = body.find(")")
+        params = [x.strip() for x in body[1:close].split(",")] if close > 0 else None
+        if params == [""]:
+            params = []
+        if params is None or not all(_IDENT.fullmatch(x) for x in params):
+            raise P4Error(f"#define {macro}(...): parameters must be names", loc, self.source_map)
+        text_body = body[close + 1:].strip()
+        for m in re.finditer(r"(?<!#)#(?!#)\s*([A-Za-z_][A-Za-z0-9_]*)?", text_body):
+            if m.group(1) not in params:
+                raise P4Error(f"#define {macro}: '#' must be followed by a parameter", loc,
+                              self.source_map)
+        self._check_paste(macro, text_body, loc)
+        return params, text_body
+
+    def _undef(self, rest, loc):
+        self.macros.pop(self._macro_name(rest, loc), None)
+
+    def _error(self, rest, loc):
+        raise P4Error(f"#error {rest}", loc, self.source_map)
 
     def _check_paste(self, macro, body, loc):
         if body.startswith("##") or body.endswith("##"):
@@ -208,7 +234,8 @@ class Preprocessor:
             raise P4Error("expected a macro name", loc, self.source_map)
         return m.group(0)
 
-    def _include(self, rest, file, loc):
+    def _include(self, rest, loc):
+        file = loc.file
         rest = self._expand(rest, file, loc.line).strip()
         if rest.startswith("<") and rest.endswith(">"):
             name = rest[1:-1]
@@ -321,6 +348,24 @@ class Preprocessor:
             return bool(_safe_eval(tree.body))
         except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, MemoryError):
             raise P4Error(f"cannot evaluate #if expression '{expr.strip()}'", loc, self.source_map) from None
+
+    _CONDITIONALS = {"if": _if, "ifdef": _ifdef, "ifndef": _ifndef, "elif": _elif, "else": _else,
+                     "endif": _endif}
+    _ACTIONS = {"define": _define, "undef": _undef, "include": _include, "error": _error}
+
+
+class _Branches:
+    """The #if groups open in one file, innermost last, each [taking_now, some_branch_taken,
+    parent_active, seen_else]; `active`: whether the lines are taken here."""
+
+    def __init__(self):
+        self.groups = []
+        self.active = True
+
+    def open(self, cond):
+        taking = self.active and cond
+        self.groups.append([taking, taking, self.active, False])
+        self.active = taking
 
 
 def _int64(value):
