@@ -35,6 +35,11 @@ PACKAGE_PROPERTIES = {
                            "multicast_group_table_max_replicas_per_entry"), "int")}
 
 PREFIX = p4info_pb2.P4Ids
+# the P4Info kind of each extern type P4Info lists
+_EXTERN_PREFIXES = {"action_profile": PREFIX.ACTION_PROFILE, "action_selector": PREFIX.ACTION_PROFILE,
+                    "counter": PREFIX.COUNTER, "meter": PREFIX.METER, "register": PREFIX.REGISTER,
+                    "direct_counter": PREFIX.DIRECT_COUNTER, "direct_meter": PREFIX.DIRECT_METER}
+
 MATCH_TYPES = {
     "exact": p4info_pb2.MatchField.EXACT,
     "lpm": p4info_pb2.MatchField.LPM,
@@ -243,20 +248,14 @@ class _Builder:
         self.aliases = shortest_unique_suffixes([name for _, name in self.ids.symbols])
 
     def _extern_prefix(self, e):
-        kind = e.type_name
-        if kind in ("action_profile", "action_selector"):
-            return PREFIX.ACTION_PROFILE
-        if kind == "counter":
-            return PREFIX.COUNTER
-        if kind == "meter":
-            return PREFIX.METER
-        if kind == "register":
-            return PREFIX.REGISTER
-        if kind == "direct_counter" and e.name in self.table_of:
-            return PREFIX.DIRECT_COUNTER
-        if kind == "direct_meter" and e.name in self.table_of:
-            return PREFIX.DIRECT_METER
-        return None
+        """The P4Info kind of an extern instance; None for one P4Info leaves out."""
+        if self._unused_direct(e):
+            return None
+        return _EXTERN_PREFIXES.get(e.type_name)
+
+    def _unused_direct(self, e):
+        """A direct counter or meter that no table uses: p4c leaves it out of P4Info."""
+        return e.type_name in ("direct_counter", "direct_meter") and e.name not in self.table_of
 
     def preamble(self, msg, prefix, name, shown_name=None, alias=None, annos=None, skip=()):
         msg.preamble.id = self.ids[(prefix, name)]
@@ -463,32 +462,28 @@ class _Builder:
         self._profile(p, e, True)
 
     def extern_counter(self, p, e):
-        msg = p.counters.add()
-        self.preamble(msg, PREFIX.COUNTER, e.name, annos=e.annos)
-        msg.spec.unit = _unit(COUNTER_UNITS, e, "counter")
-        msg.size = e.size
+        self._counter_or_meter(p.counters, PREFIX.COUNTER, COUNTER_UNITS, e)
 
     def extern_direct_counter(self, p, e):
-        if e.name not in self.table_of:
-            return
-        msg = p.direct_counters.add()
-        self.preamble(msg, PREFIX.DIRECT_COUNTER, e.name, annos=e.annos)
-        msg.spec.unit = _unit(COUNTER_UNITS, e, "direct_counter")
-        msg.direct_table_id = self.ids[(PREFIX.TABLE, self.table_of[e.name][0])]
+        self._counter_or_meter(p.direct_counters, PREFIX.DIRECT_COUNTER, COUNTER_UNITS, e)
 
     def extern_meter(self, p, e):
-        msg = p.meters.add()
-        self.preamble(msg, PREFIX.METER, e.name, annos=e.annos)
-        msg.spec.unit = _unit(METER_UNITS, e, "meter")
-        msg.size = e.size
+        self._counter_or_meter(p.meters, PREFIX.METER, METER_UNITS, e)
 
     def extern_direct_meter(self, p, e):
-        if e.name not in self.table_of:
+        self._counter_or_meter(p.direct_meters, PREFIX.DIRECT_METER, METER_UNITS, e)
+
+    def _counter_or_meter(self, entries, prefix, units, e):
+        """An indexed counter or meter has a size; a direct one names its table instead."""
+        if self._unused_direct(e):
             return
-        msg = p.direct_meters.add()
-        self.preamble(msg, PREFIX.DIRECT_METER, e.name, annos=e.annos)
-        msg.spec.unit = _unit(METER_UNITS, e, "direct_meter")
-        msg.direct_table_id = self.ids[(PREFIX.TABLE, self.table_of[e.name][0])]
+        msg = entries.add()
+        self.preamble(msg, prefix, e.name, annos=e.annos)
+        msg.spec.unit = _unit(units, e, e.type_name)
+        if e.type_name.startswith("direct_"):
+            msg.direct_table_id = self.ids[(PREFIX.TABLE, self.table_of[e.name][0])]
+        else:
+            msg.size = e.size
 
     def extern_register(self, p, e):
         msg = p.registers.add()
