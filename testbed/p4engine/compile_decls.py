@@ -692,16 +692,11 @@ class DeclarationsMixin:
             if len(targs) > 1 and isinstance(targs[1], T.BitT):
                 info.index_width = targs[1].width
             info.obj = externs.Register(name, info.size, info.width, signed=targs[0].signed)
-        elif tname == "counter":
+        elif tname in ("counter", "meter"):
             info.size = const_arg(0, "size")
             info.kind_arg = args[1].info if len(args) > 1 else None
-            info.obj = externs.Counter(name, info.size, info.kind_arg)
-            if targs and isinstance(targs[0], T.BitT):
-                info.index_width = targs[0].width
-        elif tname == "meter":
-            info.size = const_arg(0, "size")
-            info.kind_arg = args[1].info if len(args) > 1 else None
-            info.obj = externs.Meter(name, info.size, info.kind_arg)
+            extern_class = externs.Counter if tname == "counter" else externs.Meter
+            info.obj = extern_class(name, info.size, info.kind_arg)
             if targs and isinstance(targs[0], T.BitT):
                 info.index_width = targs[0].width
         elif tname == "direct_counter":
