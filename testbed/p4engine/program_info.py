@@ -29,7 +29,7 @@ class TableInfo:
     def __init__(self, name, decl):
         self.name, self.decl = name, decl
         self.keys = []            # (name, match_kind, width, Val)
-        self.selector_keys = []   # (name, width, Val)
+        self.selector_keys = []   # (name, width, Val, validity slot of its header or None)
         self.key_lines = []       # statements the key expressions need (run before each lookup)
         self.actions = []         # (ActionInfo, annos)
         self.size = 1024
