@@ -42,50 +42,55 @@ def _in_main_thread():
 def signals_deferred():
     """Hold SIGINT/SIGTERM/SIGHUP back for a short window (spawn + record, teardown).
 
-    A signal that arrives meanwhile is delivered when the window closes, so the
-    interruption still happens -- just not between creating something and writing it
-    down."""
-    if not _in_main_thread():
+    A signal that arrives meanwhile acts when the window closes, so the interruption still
+    happens -- just not between creating something and writing it down."""
+    with _signals_held(second_acts_at_once=False):
         yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager
 def interruptions_held():
-    """A first SIGINT/SIGTERM/SIGHUP inside the block waits for its end, then raises as
-    usual (KeyboardInterrupt / Terminated); a second one raises at once. For the seconds a
-    finished phase's report takes to write: Ctrl-C there lost the whole summary. (Handlers,
-    not a signal mask: the gRPC threads would take a masked process signal.)"""
+    """A first SIGINT/SIGTERM/SIGHUP inside the block waits for its end; a second one acts at
+    once. For the seconds a finished phase's report takes to write: Ctrl-C there lost the
+    whole summary."""
+    with _signals_held(second_acts_at_once=True):
+        yield
+
+
+@contextlib.contextmanager
+def _signals_held(second_acts_at_once):
+    """Handlers that note the signal, not a signal mask: a process-directed signal goes to any
+    thread that does not block it (gRPC's, a pcap writer's), and Python then runs its handler
+    in the main thread all the same, so a mask on the main thread held nothing back."""
     if not _in_main_thread():
         yield
         return
     held = []
 
     def hold(signum, _frame):
-        if held:
-            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+        if held and second_acts_at_once:
+            _act_on(signum, previous[signum])
         held.append(signum)
 
-    previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    previous = {s: signal.signal(s, hold) for s in _DEFERRED}
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if held:
-        raise KeyboardInterrupt if held[0] == signal.SIGINT else Terminated(held[0])
+        _act_on(held[0], previous[held[0]])
 
 
-def child_signal_mask():
-    """preexec_fn for processes spawned inside signals_deferred(): a child inherits the
-    blocked mask across exec, and a switch or tcpdump that cannot see SIGTERM would only
-    ever stop by SIGKILL (losing its last pcap records)."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
+def _act_on(signum, handler):
+    """What `handler` (the one the window replaced) would have done with the signal; the default
+    action becomes the exception a run unwinds (and tears down) with."""
+    if handler is signal.SIG_IGN:
+        return
+    if callable(handler):
+        handler(signum, None)
+        return
+    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
 
 
 @contextlib.contextmanager

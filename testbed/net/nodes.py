@@ -17,7 +17,7 @@ from testbed.net.fabric_errors import SwitchStartError  # noqa: F401  (raised he
 
 from testbed.clos import CPU_PORT
 from testbed.net import agents
-from testbed.net.lifecycle import child_signal_mask, kill_namespace, netns_id, signals_deferred, stop_process
+from testbed.net.lifecycle import kill_namespace, netns_id, signals_deferred, stop_process
 
 ROCE_UDP_PORT = 4791
 
@@ -31,7 +31,6 @@ class RecordedNode:
         self.ns = netns_id(self.pid)
 
     def _popen(self, cmd, **params):
-        params.setdefault("preexec_fn", child_signal_mask)
         with signals_deferred():
             proc = super()._popen(cmd, **params)
             if self.ledger is not None:
@@ -169,8 +168,7 @@ class P4Switch(RecordedNode, Switch):
             log.flush()
             # Own session: a Ctrl-C at the terminal reaches us, and we stop it in order.
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True, env=self.launch_env(),
-                                         preexec_fn=child_signal_mask)
+                                         start_new_session=True, env=self.launch_env())
             if self.ledger is not None:
                 self.ledger.add("pid", self.proc.pid, node=self.name, role="switch")
 
