@@ -286,3 +286,34 @@ def test_lossless_drops_count_tail_headroom_and_watchdog_drops_of_the_pfc_priori
     assert metrics.lossless_drops(summary) == 10
     summary["config"]["fabric"]["effective"] = {"pfc": {}}       # PFC off: nothing is lossless
     assert metrics.lossless_drops(summary) == 0
+
+
+def test_flowlet_path_queueing_takes_the_slowest_leaf_to_leaf_path():
+    """A path's uplink peak plus its spine's peak toward the other leaf, at each port's rate;
+    an uplink never pairs with the spine's port back to its own leaf, host ports do not count."""
+    from testbed import clos as closmod
+    from testbed.labs.flowlet import path_queueing_us
+    clos = closmod.build(closmod.ClosSpec(spines=2, leaves=2, hosts_per_leaf=2, link_rate_mbps=400000,
+                                          oversubscription=2.0, clock="virtual"))
+    leaf1, spine1 = clos.switches["leaf1"], clos.switches["spine1"]
+    up = next(p for p in leaf1.ports.values() if p.peer == "spine1")
+    to_leaf2 = next(p for p in spine1.ports.values() if p.peer == "leaf2")
+    to_leaf1 = next(p for p in spine1.ports.values() if p.peer == "leaf1")
+    host = next(p for p in leaf1.ports.values() if p.kind == "host")
+    assert path_queueing_us(clos, {}) is None
+    assert up.rate_mbps == to_leaf2.rate_mbps == 200000     # 25,000 B take 1 us
+    peaks = {("leaf1", up.number): 50000, ("spine1", to_leaf2.number): 25000,
+             ("spine1", to_leaf1.number): 50000, ("leaf1", host.number): 10 ** 6}
+    # leaf1 -> spine1 -> leaf2: 2 + 1 us; leaf2 -> spine1 -> leaf1: 0 + 2 us; not 2 + 2 (no such path)
+    assert path_queueing_us(clos, peaks) == pytest.approx(3.0)
+
+
+def test_flowlet_reordering_note_sets_reordering_gaps_against_the_queueing():
+    from testbed.labs.flowlet import reordering_note
+    rows = [{"gap_us": 1, "oos": 50, "rtt_us": 8.0, "path_queue_us": 20.0, "status": "ok"},
+            {"gap_us": 16, "oos": 0, "rtt_us": 6.0, "path_queue_us": 18.0, "status": "ok"},
+            {"gap_us": 256, "oos": 0, "rtt_us": 12.0, "path_queue_us": 12.0, "status": "ok"}]
+    note = reordering_note(rows)
+    assert note.startswith("OOS at gaps of 1 us; half the measured RTT (median over phases) 4.0 us")
+    assert "peak path queueing 12.0..20.0 us: 1 of 2 gaps at or below it reordered, 0 of 1 above it" in note
+    assert reordering_note([]) == "-"

@@ -167,6 +167,12 @@ def test_flowlet_small_gaps_reorder_and_gaps_beyond_the_rtt_do_not(tmp_path):
     assert rows[1]["oos"] > 0 and rows[256]["oos"] == 0
     assert rows[256]["gap_us"] > rows[256]["rtt_us"] / 2
     assert _finding(result, "oos_fall")["values"][0] > 1
+    # the mechanism: the 1 us phase reordered, so some path queued longer than its gap; the
+    # queues (read from the switches' watermarks) stay far below 256 us, and above them nothing reorders
+    assert rows[1]["path_queue_us"] > 1
+    assert 0 < rows[256]["path_queue_us"] < 256
+    assert _finding(result, "oos_per_s_above_queueing")["values"][0] == 0
+    assert "peak path queueing" in result["seeds_detail"][0]["notes"]["reordering"]
 
 
 def test_subscription_1_2_beats_1_1_static_and_te_keeps_it(tmp_path):

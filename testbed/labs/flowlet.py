@@ -2,9 +2,10 @@
 
 With flowlet hashing a flow may move to another uplink after an idle gap longer than the
 configured flowlet gap. If the gap is shorter than the difference in delay between paths
-(at most about half an RTT), the packets after the switch overtake those still queued on
-the old path and arrive out of sequence: the receiver's OOS counter (Meta's metric) goes
-up and go-back-N resends follow. The lab runs the ring AllReduce of the ecmp lab with
+(the one-way queueing of the old path beyond the new one: about half an RTT only when both
+directions queue alike), the packets after the switch overtake those still queued on the old
+path and arrive out of sequence: the receiver's OOS counter (Meta's metric) goes up and
+go-back-N resends follow. The lab runs the ring AllReduce of the ecmp lab with
 flowlet hashing and a sweep of gaps, and states the fabric's base RTT; the figure is the
 OOS count per gap.
 """
@@ -126,6 +127,7 @@ class VirtualFlowlets(Flowlets, VirtualLab):
                "half the RTT (256-512 us in Meta's 200G setup; Figure 11)")
     columns = [Column("gap_us", "flowlet gap (us)"), Column("gap_of_rtt", "gap / measured RTT", "{:.2f}"),
                Column("rtt_us", "measured RTT (us)", "{:.1f}"),
+               Column("path_queue_us", "peak path queueing (us)", "{:.1f}"),
                Column("oos", "OOS packets"), Column("oos_per_s", "OOS per second", "{:.3g}"),
                Column("retransmits", "resent"),
                Column("uplink_max_mean", "uplink max/mean", "{:.2f}"),
@@ -142,6 +144,16 @@ class VirtualFlowlets(Flowlets, VirtualLab):
                 "below 1 packet/s in the 256-512 us range (about half their RTT)", holds=lambda v: v < 1,
                 direction="< 1 /s",
                 paper_value=1.0, fmt="{:.3g}"),
+        # The mechanism behind the rule of thumb, with this fabric's own delays: half an RTT
+        # stands for the old path's one-way delay only when both directions queue alike. Here
+        # the ACKs queue far less than the data (captures, full lab, seed 1: one-way median
+        # 1.0-4.0 us for ACKs, 2.4-10.6 us for data; unloaded 1.0 / 1.3 us), and what reorders
+        # is the peak of the data's queueing (12-32 us a phase), not the median RTT's half.
+        Finding("oos_per_s_above_queueing",
+                "OOS packets per second with gaps above the phase's peak path queueing (the most one path "
+                "delays a packet beyond another)",
+                "the paper's reason for half an RTT: a flow moves only once its earlier packets have reached "
+                "the destination (section 4.5)", holds=lambda v: v < 1, direction="< 1 /s", fmt="{:.3g}"),
     ]
 
     def shape(self, quick):
@@ -156,11 +168,13 @@ class VirtualFlowlets(Flowlets, VirtualLab):
         size = (2 if quick else 8) << 20
         job = production.ring_job(clos, size, seed=self.seed, name="ring-flowlet")
         return [Phase(f"gap{gap}us", FabricSettings(hash="flowlet", flowlet_gap_us=gap), job,
-                      label={"gap_us": gap, "mtu": job["nic"]["mtu"]})
+                      label={"gap_us": gap, "mtu": job["nic"]["mtu"]},
+                      after=lambda exp: {"path_queue_us": path_queueing_us(exp.clos, queue_peaks(exp))})
                 for gap in self.gaps(quick)]
 
     def row(self, phase, summary, facts):
         row = super().row(phase, summary, facts)
+        row["path_queue_us"] = metrics.round_or_none(facts.get("path_queue_us"), 2)
         seconds = (summary["collective"]["time_us"] or 0) / 1e6
         row.update({"oos_per_s": row["oos"] / seconds if seconds else None, "time_us": summary["collective"]["time_us"],
                     "gap_of_rtt": round(phase.label["gap_us"] / row["rtt_us"], 3) if row.get("rtt_us") else None,
@@ -178,6 +192,7 @@ class VirtualFlowlets(Flowlets, VirtualLab):
                             f"{profile.FABRIC_CABLE_M} m cables); queueing adds to it",
                 "measured RTT": (f"{measured[0]:.1f}..{measured[-1]:.1f} us (median ACK RTT of the ranks, per phase)"
                                  if measured else "-"),
+                "reordering": reordering_note(rows),
                 "rtt_us": round(rtt, 2)}
 
     def figures(self, seed_lab):
@@ -190,10 +205,15 @@ class VirtualFlowlets(Flowlets, VirtualLab):
         large = [r for r in rows if r["gap_us"] >= half_rtt]
         large_oos = sum(r["oos"] for r in large)
         large_s = sum(r["time_us"] for r in large) / 1e6
+        # gaps longer than the phase's own peak path queueing: an earlier packet has left the
+        # slow path before a later one can take a fast one
+        above = [r for r in rows if r.get("path_queue_us") is not None and r["gap_us"] > r["path_queue_us"]]
+        above_s = sum(r["time_us"] for r in above) / 1e6
         return {"oos_smallest_gap": small.get("oos_per_s"),
                 # the smallest gap's OOS over the mean of the large gaps' (at least one packet)
                 "oos_fall": small["oos"] / max(1.0, large_oos / len(large)) if large else None,
-                "oos_per_s_large_gaps": large_oos / large_s if large_s else None}
+                "oos_per_s_large_gaps": large_oos / large_s if large_s else None,
+                "oos_per_s_above_queueing": sum(r["oos"] for r in above) / above_s if above_s else None}
 
     def plots(self, result, out):
         from testbed.labs.base import pyplot
@@ -208,6 +228,11 @@ class VirtualFlowlets(Flowlets, VirtualLab):
         if rtts:
             ax.axvline(sorted(rtts)[len(rtts) // 2] / 2, color="tab:purple", linestyle=":",
                        label="half the measured RTT (median)")
+        queues = sorted(r["path_queue_us"] for d in result["seeds_detail"] for r in d["phases"]
+                        if r.get("path_queue_us") is not None)
+        if queues:
+            ax.axvline(queues[len(queues) // 2], color="tab:green", linestyle="-.",
+                       label="peak path queueing (median)")
         ax.axhline(1.0, color="tab:red", linestyle="--", label="the paper: < 1 OOS packet/s at 256-512 us")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -221,7 +246,68 @@ class VirtualFlowlets(Flowlets, VirtualLab):
         return [{"file": "oos.png", "title": "Out-of-order packets per second against the flowlet gap",
                  "caption": "Receivers' OOS counters (Meta's metric) over the collective's time, one line per seed; a "
                             "phase without any OOS packet is drawn at 0.1/s. Look at how steeply OOS falls once the "
-                            "gap passes half the measured RTT (dotted), and where it crosses the paper's 1/s line."}]
+                            "gap passes half the measured RTT (dotted) and the peak queueing one path adds "
+                            "(dash-dot: how much later the slowest path delivers than an idle one), and where it "
+                            "crosses the paper's 1/s line."}]
+
+
+def reordering_note(rows):
+    """Which gaps reordered, against half the measured RTT and each phase's peak path queueing."""
+    done = [r for r in rows if r.get("status") == "ok" and r.get("oos") is not None]
+    if not done:
+        return "-"
+    rtts = sorted(r["rtt_us"] for r in done if r.get("rtt_us"))
+    half = f"{rtts[len(rtts) // 2] / 2:.1f} us" if rtts else "-"
+    judged = [r for r in done if r.get("path_queue_us") is not None]
+    below = [r for r in judged if r["gap_us"] <= r["path_queue_us"]]
+    above = [r for r in judged if r["gap_us"] > r["path_queue_us"]]
+    reordered = [r["gap_us"] for r in done if r["oos"]]
+    said = (f"OOS at gaps of {', '.join(str(g) for g in reordered)} us" if reordered else "no gap reordered")
+    said += f"; half the measured RTT (median over phases) {half}"
+    if judged:
+        queues = sorted(r["path_queue_us"] for r in judged)
+        said += (f"; peak path queueing {queues[0]:.1f}..{queues[-1]:.1f} us: {sum(1 for r in below if r['oos'])} of "
+                 f"{len(below)} gaps at or below it reordered, {sum(1 for r in above if r['oos'])} of {len(above)} "
+                 "above it")
+    return said
+
+
+def queue_peaks(exp):
+    """{(switch, port): the most bytes its egress queues held in the phase} (the engine's
+    high-water mark, restarted before each phase; the fullest priority of the port)."""
+    from testbed.net import telemetry
+    peaks = {}
+    for name in exp.clos.switches:
+        for port, status in telemetry.port_counters(exp.fabric, name).items():
+            held = status.get("max_queue_bytes")
+            if held:
+                peaks[(name, port)] = max(held)
+    return peaks
+
+
+def path_queueing_us(clos, peaks):
+    """The most queueing one leaf-to-leaf path can add to a packet: over every path (leaf
+    uplink, then the spine's port down to another leaf), the peak bytes of both queues drained
+    at their ports' rates. Only paths differ here (the receiver's leaf port is the same for
+    every path of a flow), so this bounds how much later a packet on the slowest path arrives
+    than one sent after it on an idle path: a flowlet gap above it cannot reorder. The two
+    peaks may not have coincided, and a PFC pause holds a queue longer than its bytes take: an
+    estimate, not a bound. None without peaks (a target with no queue watermarks)."""
+    if not peaks:
+        return None
+    worst = 0.0
+    for leaf in clos.by_role("leaf"):
+        for up in leaf.ports.values():
+            if up.kind != "uplink" or up.peer not in clos.switches:
+                continue
+            spine = clos.switches[up.peer]
+            wait_up = peaks.get((leaf.name, up.number), 0) * 8 / up.rate_mbps
+            for down in spine.ports.values():
+                other = clos.switches.get(down.peer)
+                if other is None or other.role != "leaf" or other.name == leaf.name:
+                    continue
+                worst = max(worst, wait_up + peaks.get((spine.name, down.number), 0) * 8 / down.rate_mbps)
+    return worst
 
 
 def virtual_base_rtt_us(clos, mtu):
