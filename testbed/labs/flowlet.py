@@ -231,7 +231,7 @@ class VirtualFlowlets(Flowlets, VirtualLab):
         queues = sorted(r["path_queue_us"] for d in result["seeds_detail"] for r in d["phases"]
                         if r.get("path_queue_us") is not None)
         if queues:
-            ax.axvline(queues[len(queues) // 2], color="tab:green", linestyle="-.",
+            ax.axvline(queues[len(queues) // 2], color="black", linestyle="-.",
                        label="peak path queueing (median)")
         ax.axhline(1.0, color="tab:red", linestyle="--", label="the paper: < 1 OOS packet/s at 256-512 us")
         ax.set_xscale("log")
