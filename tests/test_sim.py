@@ -62,6 +62,22 @@ def test_idle_rtt_is_serialization_plus_propagation(tmp_path):
     assert rtt_us == pytest.approx(expected_s * 1e6, abs=0.05), (rtt_us, expected_s * 1e6)
 
 
+def test_a_phase_ends_two_rtts_after_its_last_rank_passed_the_final_barrier(tmp_path):
+    # Ranks stayed 0.3 s after the final barrier (real time's wait for a lost UDP "go"): every
+    # phase lasted 0.3 s of simulated time, 2000 times its 150 us collective, and the next
+    # phase of a run began 300 ms later in the captures.
+    from testbed.sim.fabric import LINGER_RTTS
+    result = run_virtual(tmp_path, sizes=[1 << 20])
+    assert result["collective"]["status"] == "ok"
+    ranks = [json.loads(p.read_text()) for p in (tmp_path / "run" / "ranks").glob("rank*.json")]
+    last_out = max(r["timing"]["total_s"] for r in ranks)      # the final barrier, since the phase began
+    # the longest path, h -> leaf -> spine -> leaf -> h, a full frame stored and forwarded on each cable
+    frame_s = profile.FRAME_BYTES * 8 / (RATE * 1e6)
+    one_way = 2 * (frame_s + profile.HOST_CABLE_M * profile.NS_PER_METER * 1e-9) \
+        + 2 * (frame_s + profile.FABRIC_CABLE_M * profile.NS_PER_METER * 1e-9)
+    assert result["duration_s"] == pytest.approx(last_out + LINGER_RTTS * 2 * one_way, abs=1e-6)
+
+
 def _uplinks(result):
     return [(l["from"], l["to"], l["tx_packets"]) for l in result["links"]
             if l["from"].startswith("leaf") and l["to"].startswith("spine")]

@@ -15,6 +15,10 @@ from traffic.control import ControlPlane
 from traffic.nic import Nic
 
 INFINITE_CREDIT = 1 << 62
+# After the final barrier a rank keeps answering for this long: a UDP "go" lost on the way,
+# or a peer's ACK that has not come back yet, gets its answer from a rank still there.
+LINGER_S = 0.3
+LINGER_POLL_S = 0.005
 
 
 def _message(exc):
@@ -113,7 +117,8 @@ class RankRunner:
         """io: the host's ports when they are not the kernel's (virtual time): an object with
         `nic_port` (send/recv/close like a raw socket), `control_socket` (a bound datagram
         socket), `wait(seconds)` (sleep until input arrives or the time passes) and optionally
-        `tx_lookahead_s` (see traffic.nic.Nic)."""
+        `tx_lookahead_s` (see traffic.nic.Nic) and `linger_s` (how long the rank stays after the
+        final barrier; default LINGER_S)."""
         if not 0 <= rank < job.n:
             raise ValueError(f"--rank {rank}: the job has ranks 0..{job.n - 1}")
         self.job = job
@@ -489,11 +494,15 @@ class RankRunner:
             self.close()
         return report
 
-    def _linger(self, seconds=0.3):
-        """Keep answering (ACKs, a lost barrier "go") briefly, so peers can finish too."""
-        until = min(self.deadline, self.now() + seconds)
-        while self.now() < until:
-            self.nic.poll(0.005)
+    def _linger(self):
+        """Keep answering (ACKs, a lost barrier "go") briefly, so peers can finish too: for
+        LINGER_S, or the host's own `linger_s` (virtual time: a few of the fabric's RTTs)."""
+        until = min(self.deadline, self.now() + getattr(self.io, "linger_s", LINGER_S))
+        while True:
+            left = until - self.now()
+            if left <= 0:
+                return
+            self.nic.poll(min(LINGER_POLL_S, left))
             self.ctrl.poll()
 
     def expected_bytes(self):

@@ -4,7 +4,9 @@
       "schema": "rocelab-summary/1",
       "name": "qpn",                         # the run's (or demo phase's) name
       "started": "2026-11-23T10:00:00",
-      "duration_s": 4.2,                     # the whole traffic phase (rank start-up included)
+      "duration_s": 4.2,                     # the whole traffic phase (rank start-up included,
+                                             # and the ranks' stay after the final barrier: 0.3 s
+                                             # in real time, two fabric RTTs in virtual time)
       "traffic_s": 0.8,                      # the collective's own time (sum of its rows' times)
       "target": "engine",                    # engine | bmv2 | kernel
       "clock": "real",                       # real (wall clock) | virtual (simulated: durations

@@ -34,6 +34,13 @@ _PROGRAMS = {}                 # P4 source -> compiled Program (compiled program
 _COMPILE_LOCK = threading.Lock()
 _FABRIC_IDS = itertools.count(1)       # several fabrics in one process get their own socket names
 SAMPLE_INTERVAL_S = 10e-6
+# How long a rank stays after the final barrier, in unloaded fabric RTTs. Real time lingers
+# 0.3 s for a barrier "go" lost on the way; here datagrams are never lost, and a rank passes
+# the final barrier only once every rank has its data acknowledged, so what can still be on
+# the way is a stray frame (a duplicate after a spurious resend, its ACK): an RTT or two. A
+# longer stay costs no figure but stretches the phase: 0.3 s after a 50 us collective put
+# the next phase 300 ms later in the captures and let a fault timed after the run fire.
+LINGER_RTTS = 2
 
 
 class SimFabricError(FabricError):
@@ -121,6 +128,9 @@ class SimFabric:
             self.hosts_by_name[host.name] = SimHost(sched, host, self.datagrams)
         for link in self.clos.links:
             self._cable(link)
+        linger = LINGER_RTTS * self.base_rtt_s()
+        for host in self.hosts_by_name.values():
+            host.linger_s = linger
         addresses = {name: node.server.address for name, node in self.nodes.items()}
         from testbed.control.p4runtime_io import ControlError
         try:
@@ -173,6 +183,17 @@ class SimFabric:
         a_port.wire = Wire(self.scheduler, rate, delay, b_in)
         b_port.wire = Wire(self.scheduler, rate, delay, a_in)
         self.wires += [(link.a, link.b, a_port.wire), (link.b, link.a, b_port.wire)]
+
+    def base_rtt_s(self):
+        """The unloaded round trip of the fabric's longest path, host to host through every
+        switch tier and back: on each cable a full frame's serialization (store and forward)
+        and its propagation delay, the slowest cable of its kind (host or fabric) each time."""
+        tiers = len({s.role for s in self.clos.switches.values()})
+        worst = {"host": 0.0, "fabric": 0.0}
+        for a, b, wire in self.wires:
+            kind = "host" if a in self.hosts_by_name or b in self.hosts_by_name else "fabric"
+            worst[kind] = max(worst[kind], profile.FRAME_BYTES * 8 / wire.rate_bps + wire.delay_s)
+        return 2 * (2 * worst["host"] + 2 * (tiers - 1) * worst["fabric"])
 
     def port_models(self, node):
         return {n: PortModel(rate_mbps=p.rate_mbps, **self.port_defaults)

@@ -232,6 +232,7 @@ class SimHost:
         self.process = None
         self.rx_coalesce_s = 0.0     # set by the fabric: one full frame's time on the host's link
         self.tx_lookahead_s = 0.0    # the NIC's (traffic/nic.py), set by the fabric: the same frame time
+        self.linger_s = 0.0          # the rank's stay after the final barrier, set by the fabric (a few RTTs)
 
     def attach_control(self, datagrams, ip, port):
         """The rank's barrier socket, bound to its IP and the job's control port."""
