@@ -324,6 +324,23 @@ def test_a_fault_timed_after_the_run_is_reported_not_reached(tmp_path):
     assert any("--fault link:leaf1-spine1:down@10000000us not reached" in line for line in lines), lines
 
 
+def test_a_fault_not_reached_in_its_phase_does_not_happen_in_the_next(tmp_path):
+    # phase one's link failure at 150 us (its ring ended at ~60 us) took the link down 90 us
+    # into phase two, which had asked for no fault, and phase two's summary listed it
+    from testbed.sim.faults import parse_fault
+    clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=1, link_rate_mbps=RATE, clock="virtual"))
+    late = parse_fault("link:leaf1-spine1:down@150us", clos)
+    with Experiment(clos, out=tmp_path / "f", pcap=False, clock="virtual", log=lambda m: None) as exp:
+        one = exp.run_phase("one", job_for(clos, "ring_allreduce", [1 << 20], mtu=profile.NIC_MTU),
+                            FabricSettings(), out=tmp_path / "f" / "one", faults=[late])
+        two = exp.run_phase("two", job_for(clos, "ring_allreduce", [4 << 20], mtu=profile.NIC_MTU),
+                            FabricSettings(), out=tmp_path / "f" / "two")
+        wires_up = all(w.up for _a, _b, w in exp.fabric.wires)
+    assert one["fault_events"] == [] and one["faults_not_reached"] == [str(late)]
+    assert two["duration_s"] > 150e-6 and two["fault_events"] == [] and two["status"] == "ok"
+    assert wires_up
+
+
 def test_ctrl_c_while_a_finished_phase_is_reported_waits_for_its_summary(tmp_path, monkeypatch):
     # Ctrl-C in the second or so after the traffic, while counters were read and plots drawn,
     # lost the whole summary.json of a run whose collective had completed

@@ -226,6 +226,7 @@ class Experiment:
         started = time.time()
         t0 = time.monotonic()
         sim_t0 = self.fabric.clock() if virtual else None
+        faults_before = len(self.fabric.fault_log) if virtual else 0     # the fabric's log spans every phase
         try:
             if virtual:
                 outcome = self.fabric.run_ranks(job, out / "ranks", faults=faults)
@@ -251,7 +252,7 @@ class Experiment:
                                        duration, started, faults=outcome.faults, interrupted=outcome.interrupted_by,
                                        clock=self.clock)
                 if virtual:
-                    result["fault_events"] = list(self.fabric.fault_log)
+                    result["fault_events"] = self.fabric.fault_log[faults_before:]
                     # a fault timed after the run ended never happens: say so (`@10s` for `@10us`)
                     fired, missed = [e["fault"] for e in result["fault_events"]], []
                     for fault in map(str, faults):

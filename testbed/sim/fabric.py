@@ -286,7 +286,7 @@ class SimFabric:
             runners.append(runner)
             procs.append(proc)
             proc.start()
-        sim_faults.schedule(self, faults, sched.now(), {r.me.host: r for r in runners})
+        fault_timers = sim_faults.schedule(self, faults, sched.now(), {r.me.host: r for r in runners})
         limit = sched.now() + parsed.timeout_s + 1.0 if until is None else until
         bar = RunProgress(runners) if progress else None
         with _signals_stop(sched) as stopped:
@@ -297,6 +297,8 @@ class SimFabric:
             finally:
                 if bar is not None:
                     bar.close()
+        for timer in fault_timers:       # timed after the run: not reached, and not in the next phase
+            timer.cancel()
         interrupted = bool(stopped)
         reports = []
         for rank, (runner, proc) in enumerate(zip(runners, procs)):

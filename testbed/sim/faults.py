@@ -89,9 +89,9 @@ def parse_fault(text, clos):
 
 
 def schedule(fabric, faults, start, runners_by_host):
-    """Put every fault on the fabric's clock, `start` + its time."""
-    for fault in faults:
-        fabric.scheduler.at(start + fault.at_s, apply, fabric, fault, runners_by_host)
+    """Put every fault on the fabric's clock, `start` + its time; returns their timers (the
+    run cancels those it did not reach: a fault belongs to its own phase)."""
+    return [fabric.scheduler.at(start + fault.at_s, apply, fabric, fault, runners_by_host) for fault in faults]
 
 
 def apply(fabric, fault, runners_by_host):
