@@ -309,3 +309,19 @@ def test_run_rejects_a_bad_fabric_without_a_traceback(tmp_path):
                              capture_output=True, text=True, timeout=30)
         assert res.returncode == 2 and "--fabric" in res.stderr and "Traceback" not in res.stderr
 
+
+
+def test_run_starts_without_eventlet_warning_of_locks_not_greened(tmp_path):
+    # `rocelab te run` began with eventlet's "5 RLock(s) were not greened, to fix this error
+    # make sure you run eventlet.monkey_patch() before importing any other modules."
+    fabric = tmp_path / "fabric.json"
+    build(ClosSpec()).save(fabric)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}   # eventlet is quiet under pytest
+    with socket.socket() as busy:          # the app gets as far as serving REST, then stops
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        res = subprocess.run([ROCELAB, "te", "run", "--fabric", str(fabric), "--programmer", "dry-run",
+                              "--no-watch-links", "--rest-port", str(busy.getsockname()[1])],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert res.returncode == 2 and "Address already in use" in res.stderr
+    assert "instantiating app testbed.te.app" in res.stderr and "greened" not in res.stderr, res.stderr
