@@ -318,3 +318,20 @@ def test_the_local_cluster_takes_any_free_http_port_on_loopback():
     finally:
         holder.close()
     assert not [w for w in caught if "already in use" in str(w.message)], [str(w.message) for w in caught]
+
+
+def test_a_run_whose_output_is_captured_makes_no_multiprocessing_lock():
+    # Ctrl-C of a sweep or lab ended with the resource tracker's "There appear to be 2 leaked
+    # semaphore objects": each worker's virtual run made a progress bar (not drawn: its output
+    # is captured), tqdm's first bar made a multiprocessing lock, and the worker, stopped
+    # mid-point, never released it. Checked in a fresh interpreter: tqdm keeps one per process.
+    code = ("import io\n"
+            "from tqdm.std import TqdmDefaultWriteLock\n"
+            "from testbed.sim.progress import RunProgress\n"
+            "bar = RunProgress([], stream=io.StringIO())\n"
+            "bar(1e-6, 4096)\n"
+            "bar.close()\n"
+            "print(getattr(TqdmDefaultWriteLock, 'mp_lock', None))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=ENV)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "None"

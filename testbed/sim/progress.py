@@ -11,12 +11,19 @@ class RunProgress:
         self.runners = runners
         self.stream = stream or sys.stderr
         total = sum(r.expected_bytes()[0] for r in runners) if runners else 0
-        self.bar = tqdm(total=total or None, unit="B", unit_scale=True, file=self.stream, leave=False,
-                        desc="virtual time", disable=not self.stream.isatty(), dynamic_ncols=True)
+        # A bar not drawn is not made: tqdm's first bar makes a multiprocessing lock (a named
+        # semaphore), which a sweep or lab worker stopped mid-point by Ctrl-C never releases,
+        # and the resource tracker warns of "leaked semaphore objects" on the terminal.
+        self.bar = None
+        if self.stream.isatty():
+            self.bar = tqdm(total=total or None, unit="B", unit_scale=True, file=self.stream, leave=False,
+                            desc="virtual time", dynamic_ncols=True)
         self._wall0 = time.monotonic()
         self._last = 0.0
 
     def __call__(self, sim_now, events):
+        if self.bar is None:
+            return
         wall = time.monotonic()
         if wall - self._last < 0.2:
             return
@@ -30,4 +37,5 @@ class RunProgress:
         self.bar.refresh()
 
     def close(self):
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
