@@ -335,3 +335,34 @@ def test_a_run_whose_output_is_captured_makes_no_multiprocessing_lock():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=ENV)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "None"
+
+
+def test_ctrl_c_while_the_local_cluster_starts_closes_it_once_up(monkeypatch):
+    # Ctrl-C in the seconds a LocalCluster takes to start left it half made, and Dask's exit
+    # hook failed on it: "Exception ignored in atexit callback: close_clusters ... Status.init"
+    import distributed
+    from testbed.sweep.cluster import client_for
+    made = []
+
+    class StartingCluster:
+        def __init__(self, **_options):
+            os.kill(os.getpid(), signal.SIGINT)       # the user's Ctrl-C, halfway through the start
+            self.closed = False
+            made.append(self)
+
+        def close(self):
+            self.closed = True
+
+    class NoClient:
+        def __init__(self, *_args, **_kwargs):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(distributed, "LocalCluster", StartingCluster)
+    monkeypatch.setattr(distributed, "Client", NoClient)
+    with pytest.raises(KeyboardInterrupt):
+        with client_for(workers=1):
+            raise AssertionError("the interruption comes before the sweep runs")
+    assert len(made) == 1 and made[0].closed

@@ -46,21 +46,26 @@ def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
             client.close()
         return
     import dask
+    from testbed.net.lifecycle import interruptions_held
     n = workers or os.cpu_count() or 1
-    # The workers' statistical profiler samples the running point's stack every 10 ms: CPU a
-    # pure-Python simulation pays for a profile nobody reads here.
-    with dask.config.set(LOCAL_WORKER_CONFIG):
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
-                               preload=[WORKER_SETUP])   # its HTTP port: any free one, on loopback
+    cluster = None
     try:
+        # The workers' statistical profiler samples the running point's stack every 10 ms: CPU a
+        # pure-Python simulation pays for a profile nobody reads here. A first Ctrl-C while the
+        # cluster starts acts once it is up, so it is closed: a LocalCluster interrupted halfway
+        # is left to Dask's exit hook, which fails on it with a traceback ("Status.init").
+        with dask.config.set(LOCAL_WORKER_CONFIG), interruptions_held():
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
+                                   preload=[WORKER_SETUP])   # its HTTP port: any free one, on loopback
         client = Client(cluster, set_as_default=False)
         try:
             yield client
         finally:
             client.close()
     finally:
-        cluster.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def _probe(address, timeout_s):
