@@ -147,8 +147,8 @@ class VirtualFlowlets(Flowlets, VirtualLab):
         # The mechanism behind the rule of thumb, with this fabric's own delays: half an RTT
         # stands for the old path's one-way delay only when both directions queue alike. Here
         # the ACKs queue far less than the data (captures, full lab, seed 1: one-way median
-        # 1.0-4.0 us for ACKs, 2.4-10.6 us for data; unloaded 1.0 / 1.3 us), and what reorders
-        # is the peak of the data's queueing (12-32 us a phase), not the median RTT's half.
+        # 1.0-4.0 us for ACKs, 2.4-5.8 us for data; unloaded 1.0 / 1.3 us), and what reorders
+        # is the peak of the data's queueing (19-28 us a phase), not the median RTT's half.
         Finding("oos_per_s_above_queueing",
                 "OOS packets per second with gaps above the phase's peak path queueing (the most one path "
                 "delays a packet beyond another)",
