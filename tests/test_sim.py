@@ -360,3 +360,24 @@ def test_ctrl_c_while_a_finished_phase_is_reported_waits_for_its_summary(tmp_pat
     written = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert written["status"] == "ok" and written["plots"]          # whole: plots and all
     assert any("interrupted after its traffic; summary in" in line for line in lines), lines
+
+
+def test_phases_are_apart_by_more_than_twice_the_flowlet_gap(tmp_path):
+    # A rank stays only two RTTs after its last barrier, so without a quiet period between
+    # phases a flow began the next phase on the path its flowlet had at the end of the last one
+    clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=1, link_rate_mbps=RATE, clock="virtual"))
+    job = job_for(clos, "ring_allreduce", [1 << 20], mtu=profile.NIC_MTU)
+    settings = FabricSettings(hash="flowlet", flowlet_gap_us=2048)
+    with Experiment(clos, out=tmp_path / "g", pcap=False, clock="virtual", log=lambda m: None) as exp:
+        starts, run_ranks = [], exp.fabric.run_ranks
+
+        def recording(*args, **kwargs):
+            starts.append(exp.fabric.clock())
+            return run_ranks(*args, **kwargs)
+        exp.fabric.run_ranks = recording
+        first = exp.run_phase("one", job, settings, out=tmp_path / "g" / "one")
+        second = exp.run_phase("two", job, settings, out=tmp_path / "g" / "two")
+    assert first["status"] == second["status"] == "ok"
+    assert starts[0] < 1e-3                       # the first phase starts at once
+    assert starts[1] - (starts[0] + first["duration_s"]) >= 2 * 2048e-6 - 1e-9     # (duration_s is rounded)
+    assert first["duration_s"] < 1e-3             # the quiet period is not the phase's

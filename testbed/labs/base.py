@@ -155,6 +155,7 @@ def run_lab(lab, out, quick=False, target="engine", name_prefix=None, grpc_base_
         for phase in phases:
             if errors_fatal:
                 break  # a switch or rank process died: later phases would run on a broken fabric
+            exp.settle(phase.settings)      # virtual time: the hook's timers count from the phase's start
             facts = phase.before(exp) if phase.before else {}
             retries = RETRIES if clock == "real" else 0   # virtual time: the same seed fails the same way
             for attempt in range(1, retries + 2):

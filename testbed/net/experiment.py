@@ -152,6 +152,7 @@ class Experiment:
         else:
             raise ExperimentError(f"--clock {clock!r}: choose real or virtual")
         self.summaries = []
+        self._quiet_due = False          # virtual time: a phase ran and the fabric has not idled since
 
     def preflight(self):
         """Raise FabricError for what would stop the boot (real time: root, tools, the target's
@@ -179,6 +180,15 @@ class Experiment:
         self._finish_summaries()
 
     # --- one phase ---
+    def settle(self, settings):
+        """Virtual time: after a phase, idle the fabric before the next one (`settings`) starts,
+        as real time's fabric idles between phases. run_phase does it; call it first when
+        something set up before run_phase (a lab's timed hook) must count from the new start."""
+        if self._quiet_due:
+            gap = settings.flowlet_gap_us if settings.hash == "flowlet" else None
+            self.fabric.settle(gap)
+            self._quiet_due = False
+
     def apply(self, settings):
         """Set the fabric knobs; False where the target has no P4 pipeline (kernel)."""
         ctl = self.fabric.controller
@@ -220,6 +230,7 @@ class Experiment:
                  f"{len(job['ranks'])} ranks, {settings.hash} hashing, {job['qps_per_connection']} QP(s) per "
                  f"connection" + ("" if applied else " (fabric knobs not applied: no P4 pipeline on this target)"))
         virtual = self.clock == "virtual"
+        self.settle(settings)
         telemetry.reset_watermarks(self.fabric)
         before = telemetry.snapshot(self.fabric)
         sampler = (self.fabric.queue_sampler() if virtual else telemetry.QueueSampler(self.fabric)).start()
@@ -290,6 +301,7 @@ class Experiment:
         c = result["collective"]
         busbw = f"{c['busbw_gbps'] * 1000:.3f} Mb/s" if c["busbw_gbps"] else "-"
         self.log(f"*** {name}: {c['status']}; time {c['time_us']} us, busbw {busbw}; summary in {out / 'summary.json'}")
+        self._quiet_due = virtual
         return result
 
     def _no_dead_switch(self):

@@ -41,6 +41,10 @@ SAMPLE_INTERVAL_S = 10e-6
 # longer stay costs no figure but stretches the phase: 0.3 s after a 50 us collective put
 # the next phase 300 ms later in the captures and let a fault timed after the run fire.
 LINGER_RTTS = 2
+# Between two phases the fabric idles, as real time's does (its ranks' 0.3 s linger and the
+# set-up): at least this long, and with flowlet hashing twice the next phase's flowlet gap, so
+# every flowlet has expired and a phase does not start on the last phase's paths.
+PHASE_QUIET_S = 1e-3
 
 
 class SimFabricError(FabricError):
@@ -194,6 +198,14 @@ class SimFabric:
             kind = "host" if a in self.hosts_by_name or b in self.hosts_by_name else "fabric"
             worst[kind] = max(worst[kind], profile.FRAME_BYTES * 8 / wire.rate_bps + wire.delay_s)
         return 2 * (2 * worst["host"] + 2 * (tiers - 1) * worst["fabric"])
+
+    def settle(self, flowlet_gap_us=None):
+        """Idle the fabric between two phases: PHASE_QUIET_S, or twice the flowlet gap the next
+        phase hashes with (None: the gap the controller has set, when it hashes by flowlet)."""
+        if flowlet_gap_us is None and self.controller is not None:
+            gaps = [k.flowlet_gap_us for k in self.controller.knobs.values() if k.hash_mode == "flowlet"]
+            flowlet_gap_us = max(gaps, default=None)
+        self.scheduler.pass_time(max(PHASE_QUIET_S, 2e-6 * (flowlet_gap_us or 0)))
 
     def port_models(self, node):
         return {n: PortModel(rate_mbps=p.rate_mbps, **self.port_defaults)

@@ -74,6 +74,13 @@ class Scheduler:
     def stop(self):
         self._stopped = True
 
+    def pass_time(self, seconds):
+        """Run what falls due in the next `seconds`, then stand at their end (an idle fabric's
+        time passes too)."""
+        when = self._now + seconds
+        self.run(until=when)
+        self._now = max(self._now, when)
+
     def run(self, until=None, done=None, on_step=None):
         """Run events in time order until none are left, simulated time passes `until`,
         `done()` is true or stop() is called. `on_step(now, events)` is called every
