@@ -146,6 +146,46 @@ def test_signal_during_traffic_writes_an_interrupted_summary_and_leaves_nothing(
     _nothing_left(tmp_path)
 
 
+# `rocelab run` whose SIGINT arrives while the second of four ranks is being started
+_CTRL_C_AT_RANK_START = """
+import os, signal, sys
+from testbed.net import experiment
+real_start, started = experiment._start_in_host, []
+
+def start_in_host(*args, **kwargs):
+    started.append(args[1].name)
+    if len(started) == 2:
+        os.kill(os.getpid(), signal.SIGINT)        # the user's Ctrl-C, while the ranks start
+    return real_start(*args, **kwargs)
+
+experiment._start_in_host = start_in_host
+from testbed.cli import main
+sys.exit(main(["run", *sys.argv[1:]]))
+"""
+
+
+def test_ctrl_c_while_the_ranks_start_writes_an_interrupted_summary_and_leaves_nothing(tmp_path):
+    mark = f"{PREFIX}-rankstart"
+    env = dict(os.environ, ROCELAB_STATE_DIR=str(tmp_path / "state"), ROCELAB_TEST_MARK=mark)
+    proc = subprocess.run([sys.executable, "-c", _CTRL_C_AT_RANK_START, "--name-prefix", PREFIX,
+                           "--grpc-base-port", str(GRPC_BASE), "--out", str(tmp_path / "out"), "--target", "kernel",
+                           "--size", "1M", "--no-pcap"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                          text=True, timeout=120)
+    out = proc.stdout
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and "interrupted" in out
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["status"] == "interrupted" and s["interrupted_by"] == "SIGINT"
+    assert s["collective"]["status"] == "failed" and s["faults"] == []
+    hosts = {h["name"]: h for h in s["hosts"]}
+    assert sorted(hosts) == ["h1", "h2", "h3", "h4"]          # every rank is reported, started or not
+    assert {h["status"] for h in hosts.values()} == {"interrupted"}
+    assert not (tmp_path / "out" / "ranks" / "rank2.log").exists()   # nothing started after the Ctrl-C
+    time.sleep(0.1)
+    assert _marked_processes(f"ROCELAB_TEST_MARK={mark}".encode()) == []
+    _nothing_left(tmp_path)
+
+
 def test_a_rank_killed_mid_run_fails_the_run_naming_it(tmp_path):
     proc = _rocelab_run(tmp_path, "--target", "kernel", "--size", "8M", "--no-pcap")
     _wait_for_traffic(tmp_path, proc)

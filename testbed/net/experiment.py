@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from testbed.net.fabric import FabricError, FabricNet
-from testbed.net.lifecycle import Terminated, interruptions_held, stop_process
+from testbed.net.lifecycle import Terminated, interruptions_held, signals_deferred, stop_process
 
 HASH_MODES = ("5tuple", "qpn", "flowlet")
 CONTROLLER_DEFAULT = "default"
@@ -383,15 +383,20 @@ def run_ranks(fabric, job, out_dir):
     with open(job_path, "w") as f:
         json.dump(job, f, indent=1)
     ranks = []
-    for rank, r in enumerate(job["ranks"]):
-        cmd = [sys.executable, "-m", "testbed.cli", "traffic", "run", "--job", str(job_path), "--rank", str(rank),
-               "--out", str(out_dir / f"rank{rank}.json")]
-        ranks.append((rank, r, _start_in_host(fabric, fabric.host(r["host"]), cmd, out_dir / f"rank{rank}.log")))
-    watchdog = Watchdog(fabric, [(rank, r["host"], (lambda p=proc: _running(p)), out_dir / f"rank{rank}.json")
-                                 for rank, r, proc in ranks])
-    deadline = time.monotonic() + job["timeout_s"] + 15
+    watchdog = Watchdog(fabric)
     interrupted = None
     try:
+        # Inside the try: a Ctrl-C while the ranks start is an interrupted phase (a summary),
+        # as one later is; each start and its record are one step it cannot split.
+        for rank, r in enumerate(job["ranks"]):
+            cmd = [sys.executable, "-m", "testbed.cli", "traffic", "run", "--job", str(job_path), "--rank",
+                   str(rank), "--out", str(out_dir / f"rank{rank}.json")]
+            with signals_deferred():
+                ranks.append((rank, r, _start_in_host(fabric, fabric.host(r["host"]), cmd,
+                                                      out_dir / f"rank{rank}.log")))
+        watchdog.ranks = [(rank, r["host"], (lambda p=proc: _running(p)), out_dir / f"rank{rank}.json")
+                          for rank, r, proc in ranks]
+        deadline = time.monotonic() + job["timeout_s"] + 15
         while any(_running(p) for _, _, p in ranks) and time.monotonic() < deadline:
             if watchdog.check():
                 break
@@ -402,8 +407,15 @@ def run_ranks(fabric, job, out_dir):
     finally:
         _stop_ranks([proc for _, _, proc in ranks])
     reports = []
-    for rank, r, proc in ranks:
+    started = {rank for rank, _, _ in ranks}
+    for rank, r in enumerate(job["ranks"]):
+        if rank not in started:
+            reports.append({"rank": rank, "host": r["host"], "status": "interrupted", "results": [], "counters": {},
+                            "error": "not started: the run was interrupted first"})
+            continue
         report = _read_report(out_dir, rank, r)
+        if interrupted is not None and report["error"].startswith("no report:") and report["status"] == "error":
+            report["status"] = "interrupted"      # stopped by the Ctrl-C before it could write one
         mine = [f for f in watchdog.faults if f.startswith(f"rank {rank} (")]
         if mine:
             report["status"], report["error"] = "error", f"{mine[0]}; {report.get('error')}"
@@ -461,7 +473,10 @@ def _read_report(out_dir, rank, r):
         with open(out_dir / f"rank{rank}.json") as f:
             return json.load(f)
     except (OSError, ValueError):
-        tail = (out_dir / f"rank{rank}.log").read_text(errors="replace").strip().splitlines()[-3:]
+        try:
+            tail = (out_dir / f"rank{rank}.log").read_text(errors="replace").strip().splitlines()[-3:]
+        except OSError:
+            tail = []
         return {"rank": rank, "host": r["host"], "status": "error", "results": [], "counters": {},
                 "error": f"no report: {' | '.join(tail) or 'empty log'}"}
 
