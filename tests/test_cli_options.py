@@ -95,3 +95,27 @@ def test_target_bmv2_without_bmv2_is_one_line_and_writes_nothing(command, tmp_pa
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and "simple_switch_grpc not found" in err[0], err
     assert captured.out == "" and not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--clock", "virtual", "--help"], ["sweep", "--help"]])
+def test_help_does_not_import_grpc_or_the_controller(argv):
+    # testbed/control/__init__.py and testbed/sweep/__init__.py import their heavy parts on first use:
+    # every rocelab command imports both packages for its CLI group, few talk P4Runtime.
+    import subprocess
+    import sys
+    code = ("import sys\nfrom testbed.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('grpc', 'p4runtime_sh', 'testbed.control.controller', 'testbed.sweep.api')"
+            " if m in sys.modules), file=sys.stderr)\n")
+    res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+    assert res.stderr.strip().splitlines()[-1] == "[]", res.stderr
+    assert "usage: rocelab" in res.stdout
+
+
+def test_the_control_package_still_gives_its_names():
+    import testbed.control as control
+    from testbed.control import ControlError, FabricController, KnobError, Knobs, RoutingError, program_names
+    assert FabricController.__module__ == "testbed.control.controller" and issubclass(KnobError, ValueError)
+    assert {ControlError, Knobs, RoutingError} and program_names.__name__ == "testbed.control.program_names"
+    assert {"FabricController", "Knobs"} <= set(dir(control))
+    with pytest.raises(AttributeError):
+        control.NoSuchThing

@@ -32,9 +32,26 @@ answer within N s ...") instead of holding the controller. Modules, one concern 
 * :mod:`controller` – :class:`FabricController`, tying them together.
 * :mod:`cli`, :mod:`stats_cli` – ``rocelab fabric ...`` and ``rocelab stats ...``.
 """
-from testbed.control.controller import FabricController
-from testbed.control.knobs import KnobError, Knobs
-from testbed.control.p4runtime_io import ControlError
-from testbed.control.routes import RoutingError
+import importlib
 
-__all__ = ["FabricController", "Knobs", "KnobError", "ControlError", "RoutingError"]
+# name -> the module that defines it, imported on first use (PEP 562): every `rocelab` command
+# imports this package (its CLI group lives here), and the controller pulls in gRPC and the
+# P4Runtime protobufs (~0.15 s), which `rocelab --help` and most commands never use.
+_LAZY = {"FabricController": "testbed.control.controller", "Knobs": "testbed.control.knobs",
+         "KnobError": "testbed.control.knobs", "ControlError": "testbed.control.p4runtime_io",
+         "RoutingError": "testbed.control.routes"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -12,4 +12,12 @@ Modules, one concern each:
 * :mod:`testbed.sweep.progress` – the progress bar; :mod:`testbed.sweep.cli` – `rocelab sweep`.
 * :mod:`testbed.sweep.api` – :func:`run_sweep` and :func:`summaries` for Python callers (labs).
 """
-from testbed.sweep.api import SweepInterrupted, run_sweep, summaries  # noqa: F401
+
+
+def __getattr__(name):
+    # run_sweep, summaries, SweepInterrupted: imported on first use (PEP 562), not with the
+    # package, which every `rocelab` command imports for its CLI group (`rocelab --help` too).
+    if name in ("SweepInterrupted", "run_sweep", "summaries"):
+        from testbed.sweep import api
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
