@@ -26,6 +26,9 @@ DEFAULT_RPC_TIMEOUT = 5.0
 #: when a whole fabric compiles at once on a loaded machine).
 DEFAULT_PIPELINE_TIMEOUT = 60.0
 CLOSE_WAIT = 1.0           # seconds for a switch to end the stream before it is cancelled
+#: Seconds close() waits for a packet-in handler still running (a BMv2 PFC punt runs the Thrift
+#: CLI: seconds on a loaded machine) before it gives up on its thread, saying so.
+HANDLER_WAIT = 30.0
 
 
 class _BatchFailed(Exception):
@@ -182,7 +185,12 @@ class _Client(P4RuntimeClient):
 
     handshake_timeout = 3.0
 
+    def __init__(self, *args, thread_name="p4rt-client", **kwargs):
+        self.thread_name = thread_name
+        super().__init__(*args, **kwargs)
+
     def handshake(self):
+        self.stream_recv_thread.name = f"{self.thread_name}-recv"     # (the library names it Thread-N)
         req = p4runtime_pb2.StreamMessageRequest()
         req.arbitration.device_id = self.device_id
         req.arbitration.election_id.high = self.election_id[0]
@@ -195,6 +203,7 @@ class _Client(P4RuntimeClient):
             # A hung server would keep the stream (and its non-daemon reader thread) forever.
             self.stream.cancel()
             self.channel.close()
+            self.stream_recv_thread.join(CLOSE_WAIT)    # a failed attempt leaves no thread behind
             raise ConnectionError("no arbitration answer")
         self.is_primary = rep.arbitration.status.code == code_pb2.OK
 
@@ -225,7 +234,7 @@ class SwitchConnection:
         while True:
             try:
                 self.client = _Client(self.device_id, self.address, self.election_id, self.role,
-                                      SSLOptions(True))
+                                      SSLOptions(True), thread_name=f"p4rt-client-{self.name}")
                 break
             except (ConnectionError, P4RuntimeException, OSError) as exc:
                 last = exc
@@ -239,7 +248,8 @@ class SwitchConnection:
             LOG.warning("%s: another controller is primary (election id %s is lower); writes will fail",
                         self.name, self.election_id)
         self._stop.clear()
-        self._drain = threading.Thread(target=self._drain_stream, name=f"p4rt-stream-{self.name}", daemon=True)
+        self._drain = threading.Thread(target=self._drain_stream, name=f"p4rt-client-{self.name}-drain",
+                                       daemon=True)
         self._drain.start()
 
     def close(self):
@@ -254,9 +264,14 @@ class SwitchConnection:
                 client.tear_down()
             except Exception as exc:   # closing must not mask the caller's own error
                 LOG.debug("%s: tear down: %s", self.name, exc)
-        if self._drain is not None:
-            self._drain.join(2.0)
-            self._drain = None
+        drain, self._drain = self._drain, None
+        if drain is not None and drain is not threading.current_thread():
+            # It ends at its next look at _stop, or when the handler it is running returns:
+            # after close() no thread of this connection runs on.
+            drain.join(HANDLER_WAIT)
+            if drain.is_alive():
+                LOG.warning("%s: a packet-in handler still runs after %g s; its thread is left behind",
+                            self.name, HANDLER_WAIT)
 
     @property
     def connected(self):
@@ -281,8 +296,8 @@ class SwitchConnection:
                 msg = client.stream_in_q["packet"].get(timeout=0.5)
             except queue.Empty:
                 msg = False
-            if msg is None:
-                return   # stream closed
+            if msg is None or self._stop.is_set():
+                return   # stream closed, or the connection closing: no handler runs any more
             if msg:
                 self._packet_in(msg.packet)
             for kind in ("arbitration", "digest", "idle_timeout_notification", "unknown"):

@@ -98,6 +98,9 @@ class DigestLists:
             self._closed = True
             self._changes += 1
             self._lock.notify()
+            timer = self._timer
+        if timer is not None and timer is not threading.current_thread():
+            timer.join()      # its last sweep sends what was due; then no thread of ours runs on
 
     # -- internals ------------------------------------------------------------------
     def _take(self, digest_id, digest, now):

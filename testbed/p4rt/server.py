@@ -238,6 +238,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if self._server is not None:
             self._server.stop(grace).wait(grace + 1)
             self._server = None
+        ager = self._ager
+        if ager is not None and ager is not threading.current_thread():
+            ager.join()       # woken by _sweep_wanted above; it ends at its next look at _stopping
 
     def load_program(self, program, p4info=None, device_config=b"", cookie=None):
         """Install `program` (an engine Program), as SetForwardingPipelineConfig would."""
@@ -271,14 +274,15 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         for digest_id, entry in state.digest_configs.items():
             state.digest_lists.configure(digest_id, entry.config)
         with self.switch.lock:
-            if self.state.digest_lists is not None:
-                self.state.digest_lists.close()
+            replaced = self.state.digest_lists
             self.state = state
             self.installed = prepared
             self.switch.set_pipeline(prepared.pipeline)
             # only a pipeline with ageing tables costs the switch's loop a sweep
             self.switch.idle_sweep = ((self.idle_sweep_s, self._ask_for_sweep)
                                       if prepared.idle_tables else None)
+        if replaced is not None:
+            replaced.close()          # (joins its timer: not while holding the switch's lock)
         LOG.info("forwarding pipeline installed (%d tables)", len(prepared.index.tables))
 
     def SetForwardingPipelineConfig(self, request, context):

@@ -162,6 +162,8 @@ class Bmv2Agent(SwitchAgent):
             old = self._timers.pop(key, None)
             if old:
                 old.cancel()
+            if self._closed:
+                return
             timer = threading.Timer(seconds, self._resume, (port, prio))
             timer.daemon = True
             self._timers[key] = timer
@@ -180,6 +182,19 @@ class Bmv2Agent(SwitchAgent):
             self._paused_seconds[key] = self._paused_seconds.get(key, 0.0) + (now - since)
             del self._pause_until[key]
             self._run([f"set_queue_rate {self._rates_pps.get(port, 0)} {port} {prio}"])
+
+    _closed = False
+
+    def close(self):
+        """The switch is going away: its pause timers are cancelled, and one already resuming
+        is waited for, so no thread of this agent runs on."""
+        with self._lock:
+            self._closed = True
+            timers, self._timers = list(self._timers.values()), {}
+        for timer in timers:
+            timer.cancel()
+            if timer is not threading.current_thread():
+                timer.join()
 
     def queue_depth(self, port, priority):
         raise AgentError("BMv2's runtime interface does not report queue occupancy")

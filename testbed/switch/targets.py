@@ -134,6 +134,12 @@ class Bmv2Target(SwitchTarget):
         self.json_path = self.p4info_path = None
         self._agent = None
 
+    def stop(self, timeout=10.0):
+        if self._agent is not None:
+            self._agent.close()          # its PFC resume timers
+            self._agent = None
+        super().stop(timeout)
+
     def compile(self):
         from testbed.switch.bmv2 import compile_p4
         if self.program and self.json_path is None:
