@@ -10,7 +10,8 @@ import pytest
 from switch_netns import Topology, ipv4_frame, is_test_frame, tag_of
 from testbed.switch import pfc
 from testbed.switch.agent import AgentError
-from testbed.switch.bmv2 import Bmv2Agent, binaries_missing, simple_switch_command
+from testbed.switch.bmv2 import (SIMPLE_SWITCH_CLI, SIMPLE_SWITCH_GRPC, Bmv2Agent, binaries_missing,
+                                  simple_switch_command)
 from testbed.switch.targets import Bmv2Target, EngineTarget, make_target
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces and veths")
@@ -117,6 +118,33 @@ def test_bmv2_forwards_per_p4runtime_entries(tmp_path):
     finally:
         target.stop()
         topo.close()
+
+
+def _bmv2_runtime_missing():
+    return binaries_missing((SIMPLE_SWITCH_GRPC, SIMPLE_SWITCH_CLI))
+
+
+@pytest.mark.bmv2
+@pytest.mark.skipif(_bmv2_runtime_missing() is not None, reason=_bmv2_runtime_missing() or "")
+def test_bmv2_agent_raises_what_simple_switch_cli_refuses():
+    """simple_switch_CLI exits 0 after a refused command and words the refusal in several ways:
+    each must reach the caller as an AgentError, and accepted commands must not."""
+    target = Bmv2Target({}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port())   # --no-p4
+    target.start()
+    try:
+        agent = target.agent
+        agent.set_port_rate(1, 8_000_000)
+        agent.set_queue_depth(1, 64, priority=3)
+        agent.mirroring_add(5, 2)
+        agent.mirroring_delete(5)
+        with pytest.raises(AgentError, match=r"Invalid mirroring operation \(SESSION_NOT_FOUND\)"):
+            agent.mirroring_delete(5)
+        with pytest.raises(AgentError, match="Unknown syntax: no_such_command"):
+            agent._run(["no_such_command 1"])
+        with pytest.raises(AgentError, match="priority 8 not in 0..7"):
+            agent.set_queue_depth(1, 64, priority=8)
+    finally:
+        target.stop()
 
 
 class _SlowAgentTarget(EngineTarget):

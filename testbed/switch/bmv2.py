@@ -36,6 +36,18 @@ class Bmv2Error(Exception):
     pass
 
 
+#: How simple_switch_CLI answers a command it refused: it still exits 0, and prints e.g.
+#: "Invalid mirroring operation (SESSION_NOT_FOUND)", "Error: ..." or "*** Unknown syntax: ...".
+CLI_REFUSALS = ("Invalid ", "Error", "*** ")
+CLI_PROMPT = "RuntimeCmd:"
+
+
+def cli_refusals(stdout):
+    """The answers in simple_switch_CLI's `stdout` that say a command was refused."""
+    answers = (a.strip() for a in stdout.split(CLI_PROMPT))
+    return [a.splitlines()[0] for a in answers if a.startswith(CLI_REFUSALS)]
+
+
 def compile_p4(p4_path, out_dir, include_dirs=()):
     """p4c-bm2-ss -> (json path, P4Info text path); raises Bmv2Error with p4c's message."""
     missing = binaries_missing((P4C,))
@@ -94,8 +106,10 @@ class Bmv2Agent(SwitchAgent):
             raise AgentError(binaries_missing((SIMPLE_SWITCH_CLI,)))
         res = subprocess.run([SIMPLE_SWITCH_CLI, "--thrift-port", str(self.thrift_port)],
                              input="\n".join(commands) + "\n", capture_output=True, text=True, timeout=30)
-        if res.returncode != 0 or "Error" in res.stdout:
-            raise AgentError(f"simple_switch_CLI: {res.stdout.strip()} {res.stderr.strip()}".strip())
+        refused = cli_refusals(res.stdout)
+        if res.returncode != 0 or refused:
+            detail = "; ".join(refused) or f"{res.stdout.strip()} {res.stderr.strip()}".strip()
+            raise AgentError(f"simple_switch_CLI on thrift port {self.thrift_port}: {detail}")
         return res.stdout
 
     def ports(self):
@@ -117,6 +131,9 @@ class Bmv2Agent(SwitchAgent):
     def set_queue_depth(self, port, depth, priority=None):
         if depth < 1:
             raise AgentError(f"queue depth {depth} must be at least 1 packet")
+        if priority is not None and not 0 <= priority < NUM_PRIORITIES:
+            # simple_switch_grpc would answer with a C++ range_check exception
+            raise AgentError(f"priority {priority} not in 0..{NUM_PRIORITIES - 1}")
         prios = range(NUM_PRIORITIES) if priority is None else [priority]
         self._run([f"set_queue_depth {depth} {port} {prio}" for prio in prios])
 
