@@ -153,6 +153,7 @@ class Experiment:
             raise ExperimentError(f"--clock {clock!r}: choose real or virtual")
         self.summaries = []
         self._quiet_due = False          # virtual time: a phase ran and the fabric has not idled since
+        self._switch_events_reported = 0   # virtual time: the fabric's switch_events span every phase
 
     def preflight(self):
         """Raise FabricError for what would stop the boot (real time: root, tools, the target's
@@ -275,7 +276,11 @@ class Experiment:
                     for fault in missed:
                         self.log(f"*** {name}: --fault {fault} not reached: the run ended {duration * 1e6:.0f} us after "
                                  "the traffic started")
-                    result["switch_events"] = list(self.fabric.switch_events)
+                    # what switches noticed since the last phase's report (its settling included),
+                    # so no event is lost between phases and none is reported twice
+                    events = self.fabric.switch_events
+                    result["switch_events"] = events[self._switch_events_reported:]
+                    self._switch_events_reported = len(events)
                     # Everything else is a function of the run's arguments and seed; this block is not.
                     result["wall_clock"] = {"started": result.pop("started"), "elapsed_s": round(wall, 3),
                                             "boot_s": round(self.fabric.timings.get("boot_s", 0.0), 3),

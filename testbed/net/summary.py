@@ -78,7 +78,8 @@
       # virtual time only:
       "fault_events": [{"t_s", "fault"}],    # the --fault events as they happened
       "faults_not_reached": ["link:leaf1-spine1:down@10000000us"],  # timed after the run ended
-      "switch_events": [{"t_s", "switch", "event"}],   # PFC watchdog storms and restorations
+      "switch_events": [{"t_s", "switch", "event"}],   # PFC watchdog storms and restorations since
+                                             # the previous phase's report
       "wall_clock": {"started", "elapsed_s", "boot_s", "events", "events_per_s"}
     }
 
