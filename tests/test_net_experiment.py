@@ -243,6 +243,7 @@ def test_demo_shows_qpn_hashing_spreading_what_5tuple_keeps_on_one_spine(tmp_pat
     assert status == 0, printed
     table = (out / "demo.txt").read_text()
     assert "hash 5tuple  qps/conn 1" in table and "hash qpn  qps/conn 4" in table and "busbw x" in table
+    assert "line 10 Mb/s  (x40000 slower than 400G)" in table and "(Mb/s)" in table     # lab rates read as such
     five, qpn = (json.loads((out / phase / "summary.json").read_text()) for phase in ("5tuple", "qpn"))
     for s in (five, qpn):
         assert s["target"] == "engine" and s["config"]["fabric"]["applied"] is True

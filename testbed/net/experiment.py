@@ -26,6 +26,7 @@ from pathlib import Path
 
 from testbed.net.fabric import FabricError, FabricNet
 from testbed.net.lifecycle import Terminated, interruptions_held, signals_deferred, stop_process
+from testbed.units import rate_text, rate_unit
 
 HASH_MODES = ("5tuple", "qpn", "flowlet")
 CONTROLLER_DEFAULT = "default"
@@ -304,7 +305,7 @@ class Experiment:
         for fault in outcome.faults:
             self.log(f"*** {name}: failed: {fault}")
         c = result["collective"]
-        busbw = f"{c['busbw_gbps'] * 1000:.3f} Mb/s" if c["busbw_gbps"] else "-"
+        busbw = rate_text(c["busbw_gbps"] * 1000, "{:.3f}") if c["busbw_gbps"] else "-"
         self.log(f"*** {name}: {c['status']}; time {c['time_us']} us, busbw {busbw}; summary in {out / 'summary.json'}")
         self._quiet_due = virtual
         return result
@@ -533,18 +534,24 @@ def guarded(prog, boot_and_run):
 def nccl_table(result):
     """An nccl-tests-style table of a phase's collective (the slowest rank's time per size)."""
     c, cfg = result["collective"], result["config"]
+    line = cfg["job"]["line_rate_mbps"]
+    scale = result["scale"]
+    # virtual time runs the production rate itself; real time says how much slower its links are
+    clock = ("virtual time" if result.get("clock") == "virtual"
+             else f"x{scale['time_dilation']:g} slower than {scale['production_link_gbps']:g}G")
+    # the last column in the line rate's unit: lab links run megabits, where GB/s reads as 0.00049
+    unit, per = rate_unit(line)
     lines = [f"# {result['name']}: {c['pattern']}  nranks {c['ranks']}  hash {cfg['fabric']['hash']}  "
              f"qps/conn {cfg['job']['qps_per_connection']}  pfc {'on' if cfg['fabric']['pfc'] else 'off'}  "
-             f"line {cfg['job']['line_rate_mbps']:g} Mb/s  (x{result['scale']['time_dilation']:g} slower than "
-             f"{result['scale']['production_link_gbps']:g}G)",
+             f"line {rate_text(line)}  ({clock})",
              f"# {'size':>12} {'count':>12} {'type':>6} {'redop':>6} {'time':>11} {'algbw':>8} {'busbw':>8} "
              f"{'busbw':>8}",
              f"# {'(B)':>12} {'(elements)':>12} {'':>6} {'':>6} {'(us)':>11} {'(GB/s)':>8} {'(GB/s)':>8} "
-             f"{'(Mb/s)':>8}"]  # lab links run megabits: the last column is the readable one
+             f"{'(' + unit + ')':>8}"]
     for row in c["rows"]:
         lines.append(f"  {row['size_bytes']:>12} {row['size_bytes'] // 4:>12} {'float':>6} {'sum':>6} "
                      f"{row['time_us']:>11.1f} {row['algbw_GBps']:>8.5f} {row['busbw_GBps']:>8.5f} "
-                     f"{row['busbw_gbps'] * 1000:>8.3f}")
+                     f"{row['busbw_gbps'] * 1000 / per:>8.3f}")
     oos = sum(h["oos"] for h in result["hosts"])
     pfc = sum(q["pfc_tx"] for q in result["queues"])
     drops = sum(q["drops"] for q in result["queues"])
@@ -604,8 +611,8 @@ def demo(target="engine", out=None, size=None, name_prefix=None, grpc_base_port=
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     print(f"*** rocelab demo on the {target} target in {clock} time: {clos.spec.spines} spines, "
-          f"{clos.spec.leaves} leaves, {clos.spec.hosts_per_leaf} hosts per leaf; {clos.spec.link_rate_mbps:g} Mb/s "
-          f"host links, {clos.spec.uplink_rate_mbps:g} Mb/s uplinks (2:1); output in {out}")
+          f"{clos.spec.leaves} leaves, {clos.spec.hosts_per_leaf} hosts per leaf; {rate_text(clos.spec.link_rate_mbps)} "
+          f"host links, {rate_text(clos.spec.uplink_rate_mbps)} uplinks (2:1); output in {out}")
     out.mkdir(parents=True, exist_ok=True)
     results = []
 

@@ -9,6 +9,8 @@ Each function returns the file name it wrote, or None when there is nothing to d
 """
 from pathlib import Path
 
+from testbed.units import rate_text
+
 
 def _pyplot():
     import matplotlib
@@ -39,7 +41,7 @@ def link_load(summary, out_dir, name="link_load.png", title=None):
     ax.set_ylabel("load while the collective ran (% of link rate)")
     ax.set_ylim(0, max(105, max(values) * 1.05))
     ax.set_title(title or f"per-link load: {summary['name']} ({summary['config']['fabric']['hash']} hashing, "
-                          f"{summary['scale']['link_rate_mbps']:g} Mb/s host links)", fontsize=9)
+                          f"{rate_text(summary['scale']['link_rate_mbps'])} host links)", fontsize=9)
     from matplotlib.patches import Patch
     tiers = sorted({_tier(r) for r in links})
     ax.legend(handles=[Patch(color=colors[t], label=("host links", "leaf-spine", "spine-agg")[t]) for t in tiers],
