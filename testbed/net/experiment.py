@@ -265,6 +265,10 @@ class Experiment:
                                        duration, started, faults=outcome.faults, interrupted=outcome.interrupted_by,
                                        clock=self.clock)
                 if virtual:
+                    # where this phase lies on the simulated clock: the per-port captures hold
+                    # every phase of a run in one file each, timestamped on this clock
+                    result["sim_start_s"] = round(sim_t0, 9)
+                    result["sim_end_s"] = round(sim_t0 + duration, 9)
                     result["fault_events"] = self.fabric.fault_log[faults_before:]
                     # a fault timed after the run ended never happens: say so (`@10s` for `@10us`)
                     fired, missed = [e["fault"] for e in result["fault_events"]], []

@@ -76,6 +76,10 @@
                                              # processes the run watchdog found dead (they end the run)
       "interrupted_by": "SIGINT" | "SIGTERM" | null,
       # virtual time only:
+      "sim_start_s": 0.0012, "sim_end_s": 0.0013,   # the phase's traffic on the simulated clock
+                                             # (seconds since boot, as the captures' timestamps):
+                                             # from the ranks' start to their exit (duration_s);
+                                             # the fabric then idles before the next phase
       "fault_events": [{"t_s", "fault"}],    # the --fault events as they happened
       "faults_not_reached": ["link:leaf1-spine1:down@10000000us"],  # timed after the run ended
       "switch_events": [{"t_s", "switch", "event"}],   # PFC watchdog storms and restorations since
