@@ -23,6 +23,8 @@ GROUPS = {
     "traffic": ("traffic.cli", "emulated RDMA NIC: send/receive RoCEv2 collectives in a host"),
     "lab": ("testbed.labs.cli", "guided labs: ECMP collisions, QP scaling, TE, incast+CTS, flowlets, ECN, "
             "subscription, PFC watchdog"),
+    "captures": ("testbed.labs.captures", "a virtual-time run's captures per phase: one-way delays, pauses, path "
+                 "changes, go-back-N OOS"),
     "te": ("testbed.te.cli", "the traffic-engineering app (Ryu framework)"),
     "demo": ("testbed.demo", "the main demo (what `make demo` runs)"),
     "bench": ("testbed.bench", "benchmarks: engine, switch, traffic, boot, sim, sweep, labs (figures, not tests)"),

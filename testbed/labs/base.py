@@ -64,6 +64,15 @@ class Column:
             return str(value)
 
 
+def aligned(columns, rows):
+    """`rows` as a text table under the columns' headers, numbers right-aligned."""
+    cells = [[c.header for c in columns]] + [[c.cell(r) for c in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 class Lab:
     name = ""
     title = ""
@@ -102,11 +111,7 @@ class Lab:
                 f"(x{lab['scale']['time_dilation']:g} slower than {lab['scale']['production_link_gbps']:g}G)"]
         head += [f"# {k}: {v}" for k, v in lab["notes"].items() if not isinstance(v, (dict, list))]
         cols = [Column("phase", "phase")] + list(self.columns) + [Column("status", "status")]
-        cells = [[c.header for c in cols]] + [[c.cell(r) for c in cols] for r in lab["phases"]]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
-        lines = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths)))
-                 for row in cells]
-        lines.insert(1, "  ".join("-" * w for w in widths))
+        lines = [aligned(cols, lab["phases"])]
         tail = [f"# {lab['conclusion']}"] if lab["conclusion"] else []
         tail += [f"# error: {e}" for e in lab["errors"]]
         tail.append(f"# the paper: {lab['finding']}")
