@@ -129,3 +129,28 @@ def test_bad_input_is_one_line_naming_the_file(run, tmp_path, capsys):
     summary.write_text(json.dumps(data))
     status, err = _cli(capsys, copy)
     assert status == 1 and err.count("\n") == 1 and f"{summary}: no sim_start_s" in err
+
+
+def test_the_cli_prints_the_table_and_the_flowlet_lab_puts_it_in_its_report(run, capsys, monkeypatch):
+    from testbed.cli import main
+    from testbed.labs import flowlet, virtual
+    out, phases = run
+    assert main(["captures", str(out), "--markdown"]) == 0
+    printed = capsys.readouterr().out
+    assert "| phase | half the measured RTT (us) |" in printed
+    assert f"| gap1us | {phases['gap1us']['half_rtt_us']:.1f} |" in printed
+
+    # the lab's seed: its rows (as run_lab returns them), then the captures read into them
+    rows = [{"phase": name, "dir": name, "gap_us": s.flowlet_gap_us, "status": "ok"} for name, s in PHASES[:2]]
+    monkeypatch.setattr(virtual.VirtualLab, "run_seed",
+                        lambda self, o, seed, quick, pcap=True, log=print: {"phases": rows, "notes": {}, "errors": []})
+    lab = flowlet.VirtualFlowlets()
+    seed = lab.run_seed(out, 1, True)
+    assert seed["errors"] == [] and seed["phases"][0]["captures"]["oos"] == phases["gap1us"]["oos"]
+    assert json.loads((out / "lab.json").read_text())["phases"][0]["captures"]["oos"] == phases["gap1us"]["oos"]
+    result = {"seeds": [1], "command": "rocelab lab flowlet", "findings": [], "columns": [],
+              "seeds_detail": [{"seed": 1, "dir": "seed1", "phases": seed["phases"], "notes": seed["notes"]}]}
+    result["tables"] = virtual._tables(lab, result, "OUT")
+    md = virtual.findings_markdown(result)
+    assert "Seed 1's captures, per gap" in md and "(`rocelab captures OUT/seed1`):" in md
+    assert f"| 1 | {phases['gap1us']['half_rtt_us']:.1f} |" in md

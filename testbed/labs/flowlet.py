@@ -156,6 +156,45 @@ class VirtualFlowlets(Flowlets, VirtualLab):
                 "the destination (section 4.5)", holds=lambda v: v < 1, direction="< 1 /s", fmt="{:.3g}"),
     ]
 
+    def run_seed(self, out, seed, quick, pcap=True, log=print):
+        """The seed, then (with captures) each phase's packet-level figures from them, into the
+        seed's rows (row["captures"]) and lab.json: what tables() shows."""
+        from testbed.labs import captures
+        from testbed.labs.base import write
+        result = super().run_seed(out, seed, quick, pcap=pcap, log=log)
+        if not pcap:
+            return result
+        try:
+            seen = captures.analyse(out)
+        except captures.CaptureError as exc:      # the phases' figures stand without it
+            result["errors"].append(f"captures: {exc}")
+        else:
+            by_dir = {p["dir"]: p for p in seen["phases"]}
+            for row in result["phases"]:
+                if row["dir"] in by_dir:
+                    row["captures"] = {c.key: by_dir[row["dir"]].get(c.key) for c in captures.COLUMNS[1:]}
+            u = seen["unloaded"]
+            result["notes"]["unloaded one-way"] = (f"{u['data_oneway_us']:.2f} us for a {u['frame_bytes']} B data "
+                                                   f"frame, {u['ack_oneway_us']:.2f} us for an ACK (leaf to leaf "
+                                                   "through a spine, from the captures)")
+        write(result, out)
+        return result
+
+    def tables(self, result, out):
+        from pathlib import Path
+        from testbed.labs import captures
+        detail = next((d for d in result["seeds_detail"] if any(r.get("captures") for r in d["phases"])), None)
+        if detail is None:
+            return []
+        unloaded = detail["notes"].get("unloaded one-way")
+        return [{"title": f"Seed {detail['seed']}'s captures, per gap (one-way delays leaf to leaf through a spine"
+                          + (f", unloaded {unloaded.split(' (')[0]}" if unloaded else "")
+                          + "; OOS: the packets replayed through a go-back-N receiver in the order they left the "
+                            "receiving leaf)",
+                 "command": f"rocelab captures {Path(out) / detail['dir']}",
+                 "columns": [Column("gap_us", "flowlet gap (us)")] + captures.COLUMNS[1:],
+                 "rows": [{"gap_us": r["gap_us"], **r["captures"]} for r in detail["phases"] if r.get("captures")]}]
+
     def shape(self, quick):
         # 2:1 uplinks (200G): queues build behind collisions, so paths differ in delay
         return dict(spines=8, leaves=2, hosts_per_leaf=8, link_rate_mbps=profile.LINK_RATE_MBPS, oversubscription=2.0)

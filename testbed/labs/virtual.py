@@ -16,6 +16,7 @@ lab.json (rocelab-lab/2):
                    "holds_count", "text"}],
      "seeds_detail": [{"seed", "dir", "figures": {...}, "phases": [rows], "notes", "errors"}],
      "plots": [{"file", "title", "caption"}], "pcaps": ["seed1/pcap/...", ...],
+     "tables": [{"title", "command", "columns": [{"key", "header", "fmt"}], "rows": [...]}],  # the lab's own
      "elapsed_s", "errors": [...]}
 """
 import json
@@ -75,6 +76,12 @@ class VirtualLab(Lab):
 
     def cross_seed(self, result):
         """Findings that only a set of seeds shows (a spread), as aggregate()'s dicts."""
+        return []
+
+    def tables(self, result, out):
+        """[{"title", "command", "columns": [Column], "rows": [dicts]}]: tables of the lab's own
+        beside the phases (the flowlet lab's capture figures), from lab.json's dict; "command"
+        prints the same table (or None); `out`: the lab's OUT."""
         return []
 
 
@@ -182,6 +189,7 @@ def finish(lab, out, quick, results, command=None, t0=None, interrupted=False):
         result["plots"] = lab.plots(result, out)
     except Exception as exc:   # a plot is a convenience: its failure must not lose the measurements
         result["errors"].append(f"plots: {type(exc).__name__}: {exc}")
+    result["tables"] = _tables(lab, result, out)
     result["elapsed_s"] = round(time.monotonic() - t0, 1) if t0 is not None else None
     write(result, out)
     report.write_lab_page(result, out)
@@ -203,7 +211,7 @@ def findings_markdown(result):
         shown = list(f["shown"]) + [""] * (len(seeds) - len(f["shown"]))
         lines.append(f"| {f['title']} | {f['paper']} | " + " | ".join(shown[:len(seeds)]) +
                      f" | {f['holds_count']}/{len(f['seeds'])} ({f['direction']}) |")
-    return "\n".join(lines + _phase_markdown(result)) + "\n"
+    return "\n".join(lines + _phase_markdown(result) + _tables_markdown(result)) + "\n"
 
 
 def _phase_markdown(result):
@@ -220,6 +228,18 @@ def _phase_markdown(result):
     return lines
 
 
+def _tables_markdown(result):
+    """The lab's own tables (result["tables"]) after the phases."""
+    from testbed.labs.base import Column
+    lines = []
+    for t in result.get("tables", []):
+        columns = [Column(**c) for c in t["columns"]]
+        said = f" (`{t['command']}`)" if t.get("command") else ""
+        lines += ["", t["title"] + said + ":", "", "| " + " | ".join(c.header for c in columns) + " |", "|" + "---|" * len(columns)]
+        lines += ["| " + " | ".join(c.cell(row).replace("|", "/") for c in columns) + " |" for row in t["rows"]]
+    return lines
+
+
 def rejudge(lab, out):
     """Recompute OUT's findings (directions, means) from the figures its lab.json already holds,
     with the lab's current Finding definitions; rewrites lab.json, findings.md and index.html.
@@ -229,10 +249,17 @@ def rejudge(lab, out):
     result = load(out / "lab.json")
     result["findings"] = aggregate(lab, result["seeds"], [d["figures"] for d in result["seeds_detail"]])
     result["findings"] += lab.cross_seed(result)
+    result["tables"] = _tables(lab, result, out)
     write(result, out)
     report.write_lab_page(result, out)
     (out / "findings.md").write_text(findings_markdown(result))
     return result
+
+
+def _tables(lab, result, out):
+    return [{"title": t["title"], "command": t.get("command"), "rows": t["rows"],
+             "columns": [{"key": c.key, "header": c.header, "fmt": c.fmt} for c in t["columns"]]}
+            for t in lab.tables(result, out)]
 
 
 def _pcaps(out, seed):
@@ -243,7 +270,9 @@ def _pcaps(out, seed):
 
 
 def table(lab, result):
-    """The comparison printed after a virtual lab: each seed's phases, then the findings."""
+    """The comparison printed after a virtual lab: each seed's phases, the lab's own tables, then
+    the findings."""
+    from testbed.labs.base import Column, aligned
     lines = []
     for detail in result["seeds_detail"]:
         seed_lab = {"lab": result["lab"], "title": f"{result['title']} (seed {detail['seed']})",
@@ -252,6 +281,8 @@ def table(lab, result):
                     "errors": detail["errors"], "finding": result["finding"]}
         lines.append(_phase_table(lab, seed_lab))
         lines.append("")
+    for t in result.get("tables", []):
+        lines += [f"# {t['title']}" + (f" ({t['command']})" if t.get("command") else ""), aligned([Column(**c) for c in t["columns"]], t["rows"]), ""]
     lines.append(f"# findings over seeds {', '.join(str(s) for s in result['seeds'])} (virtual time, "
                  "production units):")
     for f in result["findings"]:
@@ -260,18 +291,15 @@ def table(lab, result):
 
 
 def _phase_table(lab, seed_lab):
-    from testbed.labs.base import Column
+    from testbed.labs.base import Column, aligned
     topo = seed_lab["topology"]
     head = [f"# lab {seed_lab['lab']}: {seed_lab['title']}{'  (quick)' if seed_lab['quick'] else ''}",
             f"# {topo['spines']} spines x {topo['leaves']} leaves x {topo['hosts_per_leaf']} hosts; host links "
             f"{topo['link_rate_mbps'] / 1000:g} Gb/s, uplinks {topo['uplink_rate_mbps'] / 1000:g} Gb/s; virtual time"]
     head += [f"# {k}: {v}" for k, v in seed_lab["notes"].items() if not isinstance(v, (dict, list))]
     cols = [Column("phase", "phase")] + list(lab.columns) + [Column("status", "status")]
-    cells = [[c.header for c in cols]] + [[c.cell(r) for c in cols] for r in seed_lab["phases"]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
-    lines = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))) for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(head + lines + [f"# error: {e}" for e in seed_lab["errors"]])
+    return "\n".join(head + [aligned(cols, seed_lab["phases"])] + [f"# error: {e}" for e in seed_lab["errors"]])
+
 
 
 def seeds_plot(result, path, key_of_phase, ylabel, title, reference=None, reference_label=None, log=False,
