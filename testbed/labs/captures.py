@@ -16,7 +16,7 @@ the RoCE packets of each phase (UDP 4791), read at the leaves:
   (spine) inside the phase (the sending leaf's uplink _out captures);
 - OOS: each destination QP's data packets, in the order they left the receiver's leaf (the
   order its NIC got them), replayed through a go-back-N receiver as traffic/nic.py's
-  NicCore._on_roce counts them: a packet at the expected PSN moves it on, one ahead of it is
+  Nic._on_roce counts them: a packet at the expected PSN moves it on, one ahead of it is
   out of sequence (OOS), one behind it a duplicate; a QP expects PSN 0 at the phase's start.
 
 A packet is followed across ports by its IPv4 identification (each NIC counts its frames),
@@ -73,6 +73,10 @@ class _Capture:
         self.to_ns = 1 if magic == _MAGIC_NS else 1000
         self.offset = _FILE_HEADER.size
         self.records = 0
+
+    def close(self):
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
 
     def until(self, end_ns):
         """Yield (t_ns, frame, wire_len, key, opcode, dst QP, PSN) of the RoCE frames before
@@ -161,15 +165,6 @@ def analyse(run_dir):
     clos = _fabric(pcap_dir)
     cable_ns = profile.FABRIC_CABLE_M * profile.NS_PER_METER
     delay_ns = 1000 * (first[1]["config"]["fabric"].get("delay_us") or 0)
-    host_in, host_out, uplink_out = {}, {}, {}      # capture -> (leaf, port)
-    for leaf in clos.by_role("leaf"):
-        for number, port in sorted(leaf.ports.items()):
-            name = pcap_dir / leaf.intf(number)
-            if port.kind == "host":
-                host_in[_open(f"{name}_in.pcap")] = leaf.name
-                host_out[_open(f"{name}_out.pcap")] = leaf.name
-            elif port.kind == "uplink":
-                uplink_out[_open(f"{name}_out.pcap")] = (leaf.name, number)
 
     def unloaded_ns(length, uplink, to_leaf):
         """A frame's time on the two fabric wires of its path (leaf -> spine -> leaf) and in the
@@ -182,15 +177,23 @@ def analyse(run_dir):
         # rate_mbps is bits per microsecond: length * 8000 / rate is nanoseconds
         return length * 8000 / up.rate_mbps + length * 8000 / down[0].rate_mbps + 2 * cable_ns + 3 * delay_ns
 
-    captures = [*host_in, *host_out, *uplink_out]
-    starts = [round(s["sim_start_s"] * 1e9) for _, s in phases]
-    for c in captures:          # what came before the first phase (the boot) is not a phase's
-        for _ in c.until(starts[0]):
-            pass
+    # capture -> the leaf whose host port it is (in, out), or (leaf, port number) of an uplink (out)
+    host_in, host_out, uplink_out = {}, {}, {}
+    try:
+        for leaf in clos.by_role("leaf"):
+            for number, port in sorted(leaf.ports.items()):
+                name = pcap_dir / leaf.intf(number)
+                if port.kind == "host":
+                    host_in[_Capture(Path(f"{name}_in.pcap"))] = leaf.name
+                    host_out[_Capture(Path(f"{name}_out.pcap"))] = leaf.name
+                elif port.kind == "uplink":
+                    uplink_out[_Capture(Path(f"{name}_out.pcap"))] = (leaf.name, number)
+        rows = _phases(phases, host_in, host_out, uplink_out, unloaded_ns)
+    finally:
+        for capture in (*host_in, *host_out, *uplink_out):
+            capture.close()
     out = []
-    for i, (path, summary) in enumerate(phases):
-        end = starts[i + 1] if i + 1 < len(phases) else None
-        row = _phase(host_in, host_out, uplink_out, end, unloaded_ns)
+    for row, (path, summary) in zip(rows, phases):
         rtt, _ = metrics.ack_rtt_us(summary)
         fabric = summary["config"]["fabric"]
         row.update({"phase": summary["name"], "dir": str(path.parent.relative_to(Path(run_dir))),
@@ -211,8 +214,13 @@ MIDDLE_OVERHEAD = 14 + 20 + 8 + 12 + 4
 ACK_BYTES = 14 + 20 + 8 + 12 + 4 + 4
 
 
-def _open(path):
-    return _Capture(Path(path))
+def _phases(phases, host_in, host_out, uplink_out, unloaded_ns):
+    """Each phase's figures, reading the captures from one phase's start to the next's."""
+    starts = [round(s["sim_start_s"] * 1e9) for _, s in phases]
+    for capture in (*host_in, *host_out, *uplink_out):   # before the first phase: the boot
+        for _ in capture.until(starts[0]):
+            pass
+    return [_phase(host_in, host_out, uplink_out, end, unloaded_ns) for end in starts[1:] + [None]]
 
 
 def _phase(host_in, host_out, uplink_out, end, unloaded_ns):
@@ -221,8 +229,8 @@ def _phase(host_in, host_out, uplink_out, end, unloaded_ns):
     from traffic.nic import PSN_MASK, psn_diff
 
     writes = frozenset(P.WRITE_OPCODES)
-    sent = {}           # key -> [(t_ns, leaf, flow, resent)]: a key repeats only if an IP id wrapped
-    flows = {}          # flow -> {"keys": [...], "last", "pause", "leaf", "psns": {psn: copies}}
+    sent = {}           # key -> [(t_ns, leaf, flow, resent, length)]: a key repeats only if an IP id wrapped
+    flows = {}          # flow -> {"keys": [its data packets in order], "last", "pause", "psns": {psn: copies}}
     for capture, leaf in host_in.items():
         for t, frame, length, key, opcode, dqpn, psn in capture.until(end):
             data = opcode in writes
@@ -231,7 +239,7 @@ def _phase(host_in, host_out, uplink_out, end, unloaded_ns):
             flow = (frame[26:34], frame[34:36], dqpn) if data else None   # 5-tuple (UDP 4791) + dest QP
             resent = False
             if data:
-                f = flows.setdefault(flow, {"keys": [], "last": None, "pause": 0, "leaf": leaf, "psns": {}})
+                f = flows.setdefault(flow, {"keys": [], "last": None, "pause": 0, "psns": {}})
                 if f["last"] is not None:
                     f["pause"] = max(f["pause"], t - f["last"])
                 f["last"] = t
@@ -266,7 +274,7 @@ def _phase(host_in, host_out, uplink_out, end, unloaded_ns):
                     queueing.append(t - entry[0] - wires)
             if not data:
                 continue
-            # the receiving NIC's go-back-N check (traffic/nic.py NicCore._on_roce)
+            # the receiving NIC's go-back-N check (traffic/nic.py Nic._on_roce)
             qp = (frame[30:34], dqpn)
             d = psn_diff(psn, expected.get(qp, 0))
             if d == 0:
@@ -285,16 +293,15 @@ def _phase(host_in, host_out, uplink_out, end, unloaded_ns):
         n = sum(1 for a, b in zip(ports, ports[1:]) if a != b)
         changes += n
         moved += n > 0
-    us = _us
     resent = sum(sum(f["psns"].values()) - len(f["psns"]) for f in flows.values())
     return {"data_packets": sum(len(f["keys"]) for f in flows.values()), "resent": resent,
             "cross_leaf_flows": len(cross_flows),
-            "data_oneway_median_us": us(median(data_delay)) if data_delay else None,
-            "data_oneway_peak_us": us(max(data_delay, default=None)),
-            "data_queueing_peak_us": us(max(queueing, default=None)),
-            "ack_oneway_median_us": us(median(ack_delay)) if ack_delay else None,
-            "ack_oneway_peak_us": us(max(ack_delay, default=None)),
-            "pause_max_us": us(max(pauses, default=None)), "path_changes": changes, "flows_moved": moved,
+            "data_oneway_median_us": _us(median(data_delay)) if data_delay else None,
+            "data_oneway_peak_us": _us(max(data_delay, default=None)),
+            "data_queueing_peak_us": _us(max(queueing, default=None)),
+            "ack_oneway_median_us": _us(median(ack_delay)) if ack_delay else None,
+            "ack_oneway_peak_us": _us(max(ack_delay, default=None)),
+            "pause_max_us": _us(max(pauses, default=None)), "path_changes": changes, "flows_moved": moved,
             "oos": oos, "oos_resent": oos_resent, "duplicates": duplicates,
             "undelivered": undelivered, "unmatched": unmatched}
 
