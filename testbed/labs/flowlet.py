@@ -146,9 +146,10 @@ class VirtualFlowlets(Flowlets, VirtualLab):
                 paper_value=1.0, fmt="{:.3g}"),
         # The mechanism behind the rule of thumb, with this fabric's own delays: half an RTT
         # stands for the old path's one-way delay only when both directions queue alike. Here
-        # the ACKs queue far less than the data (captures, full lab, seed 1: one-way median
-        # 1.0-4.0 us for ACKs, 2.4-5.8 us for data; unloaded 1.0 / 1.3 us), and what reorders
-        # is the peak of the data's queueing (19-28 us a phase), not the median RTT's half.
+        # the ACKs queue far less than the data (`rocelab captures` of the full lab's seed 1:
+        # one-way median 1.0-4.0 us for ACKs, 2.3-10.5 us for data; unloaded 1.0 / 1.3 us), and
+        # what reorders is the peak of the data's queueing (21-27 us in the phases that
+        # reorder), not the median RTT's half.
         Finding("oos_per_s_above_queueing",
                 "OOS packets per second with gaps above the phase's peak path queueing (the most one path "
                 "delays a packet beyond another)",
