@@ -24,6 +24,9 @@ addresses, UDP source port, destination QP and PSN: a resent copy has a new iden
 
     rocelab captures runs/lab-flowlet/seed1       # a lab's seed (the first seed has captures)
     rocelab captures runs/x --markdown            # a `rocelab run --clock virtual` output
+
+Exit status: 0, or 1 when the captures cannot be read as a virtual-time run's (one line names
+the file: none there, a truncated or foreign pcap, a summary without sim_start_s).
 """
 import json
 import mmap
