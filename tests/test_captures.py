@@ -102,6 +102,8 @@ def _cli(capsys, *args):
 
 def test_bad_input_is_one_line_naming_the_file(run, tmp_path, capsys):
     out, _ = run
+    status, err = _cli(capsys, tmp_path / "nowhere")          # a usage error, as elsewhere in rocelab
+    assert status == 2 and err.count("\n") == 1 and "nowhere' is not a directory" in err
     empty = tmp_path / "empty"
     empty.mkdir()
     status, err = _cli(capsys, empty)

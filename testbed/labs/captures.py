@@ -25,11 +25,13 @@ addresses, UDP source port, destination QP and PSN: a resent copy has a new iden
     rocelab captures runs/lab-flowlet/seed1       # a lab's seed (the first seed has captures)
     rocelab captures runs/x --markdown            # a `rocelab run --clock virtual` output
 
-Exit status: 0, or 1 when the captures cannot be read as a virtual-time run's (one line names
-the file: none there, a truncated or foreign pcap, a summary without sim_start_s).
+Exit status: 0; 1 when the captures cannot be read as a virtual-time run's (one line names
+the file: none there, a truncated or foreign pcap, a summary without sim_start_s); 2 when DIR
+is not a directory (a usage error, as in every rocelab command).
 """
 import json
 import mmap
+import os
 import struct
 from pathlib import Path
 from statistics import median
@@ -346,6 +348,10 @@ def register(sub, name, help_text):
 
 def run(args):
     import sys
+    if not os.path.isdir(args.run):
+        print(f"rocelab captures: error: {args.run!r} is not a directory (see rocelab captures --help)",
+              file=sys.stderr)
+        return 2
     try:
         result = analyse(args.run)
     except CaptureError as exc:
