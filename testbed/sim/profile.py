@@ -10,7 +10,9 @@ from dataclasses import replace
 LINK_RATE_MBPS = 400_000           # 400G (the paper's 400G deployment)
 NIC_MTU = 4096                     # RoCE path MTU used by NCCL on 400G NICs
 SWITCH_MTU = 9000                  # jumbo frames on every switch port
-FRAME_BYTES = NIC_MTU + 66         # payload + Eth/IPv4/UDP/BTH/RETH/ICRC: one full-size frame
+# A full-size data frame: the payload and 66 B of headers, between a WRITE's middle packet (Eth 14,
+# IPv4 20, UDP 8, BTH 12, ICRC 4: 58 B) and its first, which adds RETH's 16 (74 B)
+FRAME_BYTES = NIC_MTU + 66
 # Captures keep each frame's first 128 bytes (Ethernet, a VLAN tag, IPv4, UDP, BTH, RETH/AETH
 # and the CTS header all fit; PFC frames are 60): at 400G the 4 KB payloads of a quick lab's
 # captures came to 2-3 GB per seed, for bytes nobody reads.
