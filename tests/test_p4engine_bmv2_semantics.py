@@ -139,6 +139,93 @@ def test_verify_checksum_compares_the_whole_checksum_with_a_narrower_field():
     assert run(src, frame) == [(1, bytes.fromhex("000101") + frame)]
 
 
+
+# ------------------------------------------------------------------ setValid / setInvalid
+
+VALIDITY_PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+header n_t { bit<8> a; bit<8> b; bit<16> c; }
+header len_t { bit<16> egress; bit<16> ingress; bit<8> it; }
+struct H { len_t l; h_t h; n_t n; }
+struct M { }
+parser P(packet_in pkt, out H hdr, inout M m, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control V(inout H hdr, inout M m) { apply { } }
+control I(inout H hdr, inout M m, inout standard_metadata_t sm) { apply {
+    if (hdr.h.a == 1) {
+        hdr.n.a = 7; hdr.n.c = 9;       // written while invalid
+        hdr.n.setValid();
+        hdr.n.b = 2;
+        hdr.h.setInvalid();
+        hdr.h.setValid();
+        hdr.h.a = 1;
+    }
+    if (hdr.h.a == 2) { hdr.h.setInvalid(); hdr.h.setInvalid(); clone(CloneType.I2E, 5); }
+    if (hdr.h.a == 3) { hdr.n = {1, 2, 3}; hdr.n.setValid(); sm.mcast_grp = 4; }
+    hdr.l = {0, (bit<16>)sm.packet_length, 0};
+    sm.egress_spec = 1;
+} }
+control E(inout H hdr, inout M m, inout standard_metadata_t sm) { apply {
+    if (!hdr.l.isValid()) { hdr.l.setValid(); }
+    hdr.l.egress = (bit<16>)sm.packet_length;
+    hdr.l.it = (bit<8>)sm.instance_type;
+    if (sm.instance_type == 0 && hdr.h.isValid() && hdr.h.b == 0xee) {
+        hdr.h.setInvalid(); clone(CloneType.E2E, 5);
+    }
+} }
+control C(inout H hdr, inout M m) { apply { } }
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_set_valid_zeroes_the_fields_of_a_header_that_was_invalid():
+    # p4c-bm2-ss compiles setValid() to BMv2's add_header primitive, which resets every field of
+    # an invalid header to 0 before marking it valid (targets/simple_switch/primitives.cpp,
+    # Header::reset); a valid header keeps its fields. n was written while invalid, h was
+    # parsed, invalidated and made valid again
+    out = run(VALIDITY_PROGRAM, bytes.fromhex("0122" "3344"))
+    assert [(port, frame[5:]) for port, frame in out] == [(1, bytes.fromhex("0100" "00020000" "3344"))]
+
+
+def test_egress_packet_length_counts_the_headers_ingress_made_valid_or_invalid():
+    # add_header/remove_header add or take the header's bytes from simple_switch's packet-length
+    # register when the validity changes, and egress_thread sets standard_metadata.packet_length
+    # from that register (ingress still reads the received length); multicast copies and E2E
+    # clones take the register, an I2E clone the received length (simple_switch.cpp)
+    pipeline = compile_source(VALIDITY_PROGRAM).new_pipeline()
+    pipeline.set_clone_session(5, [(7, 0)])
+    pipeline.set_mc_group(4, [(2, 0)])
+    frame = bytes.fromhex("0122" "3344")
+    # + l (5) + n (4) - h (2) + h (2)
+    assert pipeline.process(0, frame)[0][1][:5] == bytes.fromhex("000d" "0004" "00")
+    # h made invalid once (the second setInvalid finds it invalid); the clone: received length,
+    # no l from ingress (the received packet parsed again)
+    assert [(port, f[:5]) for port, f in pipeline.process(0, bytes.fromhex("0222" "3344"))] == \
+        [(7, bytes.fromhex("0004" "0000" "01")), (1, bytes.fromhex("0007" "0004" "00"))]
+    # a list assigned to a header is a setValid() first (p4c's SetHeaders); the copy's register
+    assert [(port, f[:5]) for port, f in pipeline.process(0, bytes.fromhex("0322" "3344"))] == \
+        [(2, bytes.fromhex("000d" "0004" "05"))]
+    # the E2E clone takes the register as egress left it (h invalidated there)
+    assert [(port, f[:5]) for port, f in pipeline.process(0, bytes.fromhex("00ee" "3344"))] == \
+        [(1, bytes.fromhex("0009" "0004" "00")), (7, bytes.fromhex("0007" "0004" "02"))]
+
+
+
+def test_a_header_assigned_from_lookahead_is_made_valid_as_p4c_expands_it():
+    # p4c's ExpandLookahead writes `h = pkt.lookahead<H>()` as h.setValid() then the fields
+    # (midend/expandLookahead.cpp): h's bytes count in the register egress reads
+    src = program("""
+    state start { pkt.extract(hdr.h1); hdr.h2 = pkt.lookahead<h2_t>(); transition accept; }
+""", egress="hdr.h2.x = (bit<16>)sm.packet_length;")
+    # received 6, + o (3) in ingress, + h2 (4) in the parser; the looked-at bytes stay payload
+    assert run(src, bytes.fromhex("0100" "12345678")) == \
+        [(1, bytes.fromhex("000001" "0100" "000d5678" "12345678"))]
+
+
 # ------------------------------------------------------------------ log_msg
 
 def test_log_msg_formats_as_bmv2s_primitive():

@@ -9,7 +9,7 @@ from . import codegen
 from . import p4types as T
 from .call_args import arg_value, as_uint, need_args, positional_args
 from .codegen import slot_add
-from .compile_values import H_OUT, agg, lit, lv, Val
+from .compile_values import H_OUT, H_PLEN, agg, lit, lv, Val
 from .program_info import anno_string, expr_text
 from .syntax import Node
 
@@ -72,11 +72,10 @@ def call_method(self, m, n, ctx):
             if name == "isValid":
                 return Val("rv", T.BOOL, f"(S[{obj.slot}] == 1)")
             if name == "setValid":
-                ctx.em.line(f"S[{obj.slot}] = 1")
-                _invalidate_siblings(obj, ctx)
+                set_valid(self, obj, ctx)
                 return None
             if name == "setInvalid":
-                ctx.em.line(f"S[{obj.slot}] = 0")
+                set_invalid(self, obj, ctx)
                 return None
             if name == "minSizeInBits":
                 return lit(t.bit_width, T.INTLIT)
@@ -140,6 +139,64 @@ def stack_shift(self, st, count, ctx):
         em.line(f"S[{st.slot}] = max(S[{st.slot}] - {k}, 0)")
 
 
+def _header_bytes(header):
+    """Code for the bytes a header takes on the wire (BMv2's get_nbytes_packet: with the
+    current length of its varbit field)."""
+    t = header.type
+    parts = [str(t.bit_width // 8)]
+    for name, ft in t.fields:
+        if isinstance(ft, T.VarbitT):
+            parts.append(f"S[{slot_add(header.slot, t.offsets()[name])}][0] // 8")
+    return " + ".join(parts)
+
+
+def set_valid(self, header, ctx):
+    """header.setValid() as p4c-bm2-ss compiles it, BMv2's add_header primitive
+    (targets/simple_switch/primitives.cpp): a header that was invalid gets every field zeroed
+    (a varbit keeps its length) and its bytes added to the packet-length register; a valid one
+    is left as it is."""
+    t, v = header.type, header.slot
+    zeros = []
+    for name, ft in t.fields:
+        if isinstance(ft, T.BoolT):
+            zeros.append("False")
+        elif isinstance(ft, T.VarbitT):
+            zeros.append(f"(S[{slot_add(v, t.offsets()[name])}][0], 0)")
+        else:
+            zeros.append("0")
+    em = ctx.em
+    em.line(f"if not S[{v}]:")
+    if zeros:
+        em.line(f"    S[{slot_add(v, 1)}:{slot_add(v, 1 + len(zeros))}] = ({', '.join(zeros)},)")
+    em.line(f"    S[{v}] = 1")
+    em.line(f"    S[{H_PLEN}] += {_header_bytes(header)}")
+    _invalidate_siblings(header, ctx)
+
+
+def set_valid_within(self, target, ctx):
+    """setValid() on every header inside aggregate `target`: what p4c's ExpandLookahead writes
+    before the fields when `target = pkt.lookahead<T>()`."""
+    t = target.type
+    if isinstance(t, T.HeaderT):
+        set_valid(self, target, ctx)
+    elif isinstance(t, T.StackT):
+        for i in range(t.size):
+            set_valid_within(self, agg(slot_add(target.slot, 1 + i * t.elem.slots()), t.elem), ctx)
+    elif isinstance(t, T.StructT):
+        for name, ft in t.fields:
+            if ft.aggregate:
+                set_valid_within(self, agg(slot_add(target.slot, t.offsets()[name]), ft), ctx)
+
+
+def set_invalid(self, header, ctx):
+    """header.setInvalid(): BMv2's remove_header takes a valid header's bytes off the
+    packet-length register."""
+    em = ctx.em
+    em.line(f"if S[{header.slot}]:")
+    em.line(f"    S[{header.slot}] = 0")
+    em.line(f"    S[{H_PLEN}] -= {_header_bytes(header)}")
+
+
 def _invalidate_siblings(header, ctx):
     """A header_union member just became valid: the other members become invalid."""
     for s in header.siblings or ():
@@ -193,7 +250,9 @@ def call_packet(self, kind, name, n, ctx):
             # its slots in layout order (p4c's ExpandLookahead splits nested types the same way)
             parts = _lookahead_parts(self, t, tmp, [width], width)
             em.line(f"S[{base}:{base + t.slots()}] = ({', '.join(parts)},)")
-            return agg(base, t)
+            looked = agg(base, t)
+            looked.name = "lookahead"     # assign() makes its destination's headers valid first
+            return looked
         if name == "advance":
             need_args(self, n, 1, "advance")
             v = arg_value(self, n.args[0], ctx, T.BitT(32))
@@ -575,6 +634,9 @@ class CallsMixin:
     call = call
     call_method = call_method
     stack_shift = stack_shift
+    set_valid = set_valid
+    set_valid_within = set_valid_within
+    set_invalid = set_invalid
     call_packet = call_packet
     extract_code = extract_code
     emit_code = emit_code

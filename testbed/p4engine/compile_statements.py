@@ -341,6 +341,8 @@ class StatementsMixin:
             if rhs.kind == "agg":
                 if lhs.type != rhs.type:
                     self.err(f"cannot assign {rhs.type} to {lhs.type}", loc)
+                if rhs.name == "lookahead":
+                    self.set_valid_within(lhs, ctx)
                 n = lhs.type.slots()
                 em.line(f"S[{lhs.slot}:{slot_add(lhs.slot, n)}] = S[{rhs.slot}:{slot_add(rhs.slot, n)}]")
                 return
@@ -362,7 +364,9 @@ class StatementsMixin:
         if isinstance(t, T.HeaderT):
             fields = t.fields_as_declared()
             offs = t.offsets()
-            ctx.em.line(f"S[{lhs.slot}] = 1")
+            # p4c's SetHeaders puts a setValid() before a list or structure expression assigned
+            # to a header
+            self.set_valid(lhs, ctx)
         elif isinstance(t, T.StructT):
             fields = t.fields
             offs = t.offsets()

@@ -5,8 +5,11 @@ the state list `S`, and the integer arithmetic of compile-time constants."""
 # Hidden per-packet slots at the start of S (see pipeline.py)
 # H_INLEN: the length the packet was received with (BMv2's ingress_length), what byte counters
 # and meters count whatever the program writes into standard_metadata.packet_length
-H_PKT, H_POFF, H_NOW, H_CLONE, H_CLONE_FL, H_RESUB, H_RECIRC, H_TRUNC, H_DIGEST, H_OUT, H_INLEN = range(11)
-NUM_HIDDEN = 11
+# H_PLEN: BMv2's packet-length register (simple_switch's PACKET_LENGTH_REG_IDX): the received
+# length, plus the bytes of each header setValid() makes valid, minus those setInvalid() makes
+# invalid (its add_header/remove_header primitives); egress reads it as packet_length
+H_PKT, H_POFF, H_NOW, H_CLONE, H_CLONE_FL, H_RESUB, H_RECIRC, H_TRUNC, H_DIGEST, H_OUT, H_INLEN, H_PLEN = range(12)
+NUM_HIDDEN = 12
 CORE_ERRORS = ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
                "ParserTimeout", "ParserInvalidArgument"]
 SUPPORTED_MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "selector")

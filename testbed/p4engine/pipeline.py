@@ -16,8 +16,8 @@ import random
 import struct
 
 from . import codegen, hashes
-from .compile_values import (H_CLONE, H_CLONE_FL, H_DIGEST, H_INLEN, H_NOW, H_OUT, H_PKT, H_POFF, H_RECIRC,
-                             H_RESUB, H_TRUNC, NUM_HIDDEN)
+from .compile_values import (H_CLONE, H_CLONE_FL, H_DIGEST, H_INLEN, H_NOW, H_OUT, H_PKT, H_PLEN, H_POFF,
+                             H_RECIRC, H_RESUB, H_TRUNC, NUM_HIDDEN)
 from .errors import P4RuntimeFault
 
 INSTANCE_NORMAL, INSTANCE_I2E, INSTANCE_E2E, INSTANCE_RECIRC, INSTANCE_REPLICATION, INSTANCE_RESUBMIT = \
@@ -151,7 +151,7 @@ class Pipeline:
         self._deparse = g[ep["deparser"]]
 
         template = list(c.template)
-        template[:NUM_HIDDEN] = [None, 0, 0, None, None, None, None, None, None, None, 0]
+        template[:NUM_HIDDEN] = [None, 0, 0, None, None, None, None, None, None, None, 0, 0]
         self.template = template
         sm = c.sm
         self._sm = sm
@@ -215,7 +215,7 @@ class Pipeline:
         S[H_PKT] = data
         S[H_NOW] = now_us
         S[self._ingress_port] = port
-        S[self._packet_length] = S[H_INLEN] = len(data)
+        S[self._packet_length] = S[H_INLEN] = S[H_PLEN] = len(data)
         S[self._ingress_ts] = now_us & 0xFFFFFFFFFFFF
         if self.log:
             self.log(f"Processing packet received on port {port} ({len(data)} bytes)")
@@ -251,7 +251,7 @@ class Pipeline:
                 R = self._fresh(S[H_PKT], S[H_NOW])
                 self._copy_field_list(R, S, S[H_RESUB])
                 R[self._instance_type] = INSTANCE_RESUBMIT
-                R[self._packet_length] = R[H_INLEN] = ingress_len
+                R[self._packet_length] = R[H_INLEN] = R[H_PLEN] = ingress_len
                 if self.log:
                     self.log("Resubmitting packet")
                 S = R
@@ -284,7 +284,7 @@ class Pipeline:
             return
         C = self._fresh(S[H_PKT], S[H_NOW])
         C[self._ingress_port] = S[self._ingress_port]
-        C[H_INLEN] = ingress_len
+        C[H_INLEN] = C[H_PLEN] = ingress_len      # before the parse, whose setValid()s count
         C[H_POFF] = self._parse(C, C[H_PKT])
         self._reset_metadata(C)
         self._copy_field_list(C, S, field_list)
@@ -322,7 +322,10 @@ class Pipeline:
         S[self._egress_port] = job.egress_port
         S[self._egress_spec] = self._egress_spec_at_egress
         S[self._qid] = job.priority
-        S[self._packet_length] = job.packet_length
+        # the packet-length register (what setValid/setInvalid in ingress made of the received
+        # length), as simple_switch's egress_thread sets it; job.packet_length stays the bytes
+        # the traffic manager charged
+        S[self._packet_length] = S[H_PLEN]
         try:
             self._egress(S)
         except codegen.ExitControl:
@@ -350,7 +353,7 @@ class Pipeline:
             R = self._fresh(frame, now_us)
             self._copy_field_list(R, S, S[H_RECIRC])
             R[self._instance_type] = INSTANCE_RECIRC
-            R[self._packet_length] = R[H_INLEN] = len(frame)
+            R[self._packet_length] = R[H_INLEN] = R[H_PLEN] = len(frame)
             if self.log:
                 self.log("Recirculating packet")
             more.extend(self._run_ingress(R, len(frame), job.passes + 1))
