@@ -53,13 +53,13 @@ def test_counters_and_meters_count_the_received_length():
     out = pipe.process(0, bytes([1, 0]) + bytes(38), now_us=10)
     assert out == [(1, bytes([1, 0]) + bytes(38))]           # colour 0: green at 40 bytes
     assert pipe.counters["I.c"].read(0) == (1, 40)
-    assert pipe.counters["E.ec"].read(0) == (0, 40)
-    assert pipe.tables["I.t"].find([Exact(1)]).counter == (0, 40)
+    assert pipe.counters["E.ec"].read(0) == (1, 40)         # both counted, whatever the type
+    assert pipe.tables["I.t"].find([Exact(1)]).counter == (1, 40)
 
 
 def test_a_recirculated_packet_counts_its_new_length():
     pipe = compile_source(PROGRAM).new_pipeline()
     pipe.process(0, bytes([9, 0]) + bytes(8), now_us=10)
-    assert pipe.counters["E.ec"].read(0) == (0, 10)
+    assert pipe.counters["E.ec"].read(0) == (1, 10)
     assert pipe.counters["I.c"].read(1) == (1, 8)            # deparsed without the header
-    assert pipe.counters["E.ec"].read(1) == (0, 8)
+    assert pipe.counters["E.ec"].read(1) == (1, 8)

@@ -55,7 +55,7 @@ def test_a_control_uses_the_instances_its_caller_passes():
     assert outputs == [[(1, bytes([1, 1]))], [(1, bytes([1, 2]))], [(1, bytes([2, 1]))], [(1, bytes([1, 3]))]]
     assert (pipe.registers["I.regs"].read(1), pipe.registers["I.regs"].read(2)) == (3, 1)
     assert pipe.registers["I.other"].read(0) == 42          # the constructor argument
-    assert pipe.counters["I.hits"].read(1) == (3, 0)             # (packets, bytes)
+    assert pipe.counters["I.hits"].read(1) == (3, 6)             # (packets, bytes: both counted)
     info = compiled.p4info
     assert sorted(r.preamble.name for r in info.registers) == ["I.other", "I.regs"]
     assert [c.preamble.name for c in info.counters] == ["I.hits"]

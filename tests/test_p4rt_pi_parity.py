@@ -801,3 +801,69 @@ def test_a_write_during_reconcile_and_commit_is_not_lost(dev, monkeypatch):
     assert result == {"code": "OK", "write": "OK"}
     keys = sorted(e.table_entry.match[0].exact.value for e in _read(dev, "table_entry {{ table_id: {exact_t} }}"))
     assert keys == [b"\x01", b"\x07"]
+
+
+COUNTERS_PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> k; }
+struct h_s { h_t h; }
+struct m_t { }
+parser P(packet_in p, out h_s h, inout m_t m, inout standard_metadata_t sm) {
+    state start { p.extract(h.h); transition accept; }
+}
+control VC(inout h_s h, inout m_t m) { apply { } }
+control I(inout h_s h, inout m_t m, inout standard_metadata_t sm) {
+    counter(2, CounterType.packets) pc;
+    counter(2, CounterType.bytes) bc;
+    direct_counter(CounterType.packets) dc;
+    action fwd() { sm.egress_spec = 1; }
+    table t { key = { h.h.k: exact; } actions = { fwd; } counters = dc; }
+    apply { pc.count(0); bc.count(0); t.apply(); }
+}
+control E(inout h_s h, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout h_s h, inout m_t m) { apply { } }
+control D(packet_out p, in h_s h) { apply { p.emit(h.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_counters_read_both_units_and_writes_change_only_the_declared_one():
+    """BMv2 counts packets and bytes in every counter and simple_switch_grpc's PI reads both back
+    (convert_to_counter_data marks both valid), whatever the counter's unit. A write takes only
+    the declared unit from the message (DeviceMgr's counter_data_proto_to_pi): a CounterEntry or
+    DirectCounterEntry write keeps the other count (merge_current_value in BMv2's
+    PI/src/pi_counter_imp.cpp), a TableEntry's counter_data sets it to 0 (set_direct_resources)."""
+    program = compile_source(COUNTERS_PROGRAM, "counters.p4")
+    dev = _boot(program)
+    try:
+        primary = Stream(dev["addr"])
+        dev["streams"].append(primary)
+        assert primary.arbitrate(ELECTION).arbitration.status.code == code_pb2.OK
+        ids = {c.preamble.name.split(".")[-1]: c.preamble.id
+               for kind in ("counters", "direct_counters", "tables", "actions")
+               for c in getattr(program.p4info, kind)}
+        dev["ids"] = ids
+        key = "table_entry {{ table_id: {t} match {{ field_id: 1 exact {{ value: '\\x07' }} }} "
+        assert _code(dev, "INSERT", key + "action {{ action {{ action_id: {fwd} }} }} "
+                                    "counter_data {{ packet_count: 3 byte_count: 500 }} }}") == "OK"
+        dev["switch"].pipeline.process(0, bytes([7]) + bytes(19))
+
+        def counts(text):
+            (entity,) = _read(dev, text)
+            data = getattr(entity, entity.WhichOneof("entity")).data
+            return data.packet_count, data.byte_count
+        direct = "direct_counter_entry {{ " + key + "}} }}"
+        assert counts("counter_entry {{ counter_id: {pc} index {{ index: 0 }} }}") == (1, 20)
+        assert counts("counter_entry {{ counter_id: {bc} index {{ index: 0 }} }}") == (1, 20)
+        assert counts(direct) == (4, 20)        # the insert's 500 bytes were not taken
+        cell = "counter_entry {{ counter_id: {id} index {{ index: 0 }} data {{ packet_count: 9 byte_count: 99 }} }}"
+        assert _code(dev, "MODIFY", cell.replace("{id}", "{pc}")) == "OK"
+        assert _code(dev, "MODIFY", cell.replace("{id}", "{bc}")) == "OK"
+        assert counts("counter_entry {{ counter_id: {pc} index {{ index: 0 }} }}") == (9, 20)
+        assert counts("counter_entry {{ counter_id: {bc} index {{ index: 0 }} }}") == (1, 99)
+        assert _code(dev, "MODIFY", "direct_counter_entry {{ " + key + "}} "
+                                    "data {{ packet_count: 5 byte_count: 77 }} }}") == "OK"
+        assert counts(direct) == (5, 20)
+    finally:
+        _shutdown(dev)

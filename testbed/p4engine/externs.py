@@ -68,7 +68,9 @@ class Register:
 # ---------------------------------------------------------------- counters
 
 class _Cells:
-    """Packet and byte counts of `size` cells, filtered on read by the counter type."""
+    """Packet and byte counts of `size` cells. BMv2 counts both whatever the declared type
+    (Counter::increment_counter) and reads both back: simple_switch_CLI's counter_read, and
+    simple_switch_grpc's P4Runtime reads (its PI marks both units valid), so read() gives both."""
 
     __slots__ = ("name", "size", "type", "packets", "bytes")
 
@@ -79,16 +81,6 @@ class _Cells:
         self.name, self.size, self.type = name, size, counter_type
         self.packets = [0] * size
         self.bytes = [0] * size
-
-    def _view(self, index):
-        # simple_switch counts both; P4Runtime (through PI) reports only the
-        # units the counter was declared with.
-        packets, nbytes = self.packets[index], self.bytes[index]
-        if self.type == "packets":
-            return packets, 0
-        if self.type == "bytes":
-            return 0, nbytes
-        return packets, nbytes
 
     def reset(self):
         self.packets = [0] * self.size
@@ -102,7 +94,7 @@ class Counter(_Cells):
 
     def read(self, index):
         _check_index("counter", self.name, index, self.size)
-        return self._view(index)
+        return self.packets[index], self.bytes[index]
 
     def write(self, index, packets, nbytes):
         _check_index("counter", self.name, index, self.size)
@@ -129,13 +121,6 @@ class DirectCounter:
         if counter_type not in COUNTER_TYPES:
             raise ValueError(f"direct_counter {name}: unknown type {counter_type!r}")
         self.name, self.type, self.table = name, counter_type, None
-
-    def view(self, packets, nbytes):
-        if self.type == "packets":
-            return packets, 0
-        if self.type == "bytes":
-            return 0, nbytes
-        return packets, nbytes
 
 
 # ---------------------------------------------------------------- meters

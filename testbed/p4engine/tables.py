@@ -135,9 +135,8 @@ class Entry:
 
     @property
     def counter(self):
-        """(packets, bytes) of the entry's direct counter (both counted; filtered by type)."""
-        if self.table.direct_counter is not None:
-            return self.table.direct_counter.view(self._packets, self._bytes)
+        """(packets, bytes) of the entry's direct counter: both counted and read back, whatever
+        its type, as BMv2 does (see externs._Cells)."""
         return self._packets, self._bytes
 
     @counter.setter

@@ -225,8 +225,9 @@ class EntityHandler:
         return entry
 
     def _set_direct_resources(self, table, info, keys, priority, counter, meter):
-        if counter is not None:
-            self._set_entry(table, info, keys, priority, "counter", counter)
+        if counter is not None:     # a table entry's counter_data: the other unit becomes 0
+            kind = _counter_kind(getattr(table, "direct_counter", None))
+            self._set_entry(table, info, keys, priority, "counter", _written_counts(kind, counter))
         if meter is not None:
             self._set_entry(table, info, keys, priority, "meter_config", meter)
 
@@ -301,7 +302,7 @@ class EntityHandler:
         if te.HasField("counter_data"):
             if not _has_direct(info, self.index.direct_counters):
                 raise invalid(f"table {info.name} has no direct counter: leave counter_data unset")
-            counter = (te.counter_data.packet_count, te.counter_data.byte_count)
+            counter = te.counter_data
         if te.HasField("meter_config"):
             if not _has_direct(info, self.index.direct_meters):
                 raise invalid(f"table {info.name} has no direct meter: leave meter_config unset")
@@ -509,11 +510,9 @@ class EntityHandler:
         index = self._index_of(c, info.size, name) if c.HasField("index") else None
         if not c.HasField("data"):
             return      # the spec: without data the counter is not modified (PI zeroes it)
-        if index is not None:
-            counter.write(index, c.data.packet_count, c.data.byte_count)
-        else:
-            for i in range(info.size):
-                counter.write(i, c.data.packet_count, c.data.byte_count)
+        kind = _counter_kind(counter)
+        for i in ([index] if index is not None else range(info.size)):
+            counter.write(i, *_written_counts(kind, c.data, counter.read(i)))
 
     def _write_meter_entry(self, op, m):
         info = self.index.meter(m.meter_id)
@@ -562,7 +561,9 @@ class EntityHandler:
             # must still exist
             self._find_entry(table, info, keys, priority)
             return
-        self._set_entry(table, info, keys, priority, "counter", (d.data.packet_count, d.data.byte_count))
+        current = self._find_entry(table, info, keys, priority).counter
+        counts = _written_counts(_counter_kind(getattr(table, "direct_counter", None)), d.data, current)
+        self._set_entry(table, info, keys, priority, "counter", counts)
 
     def _write_direct_meter_entry(self, op, d):
         self._modify_only(op, "direct meter")
@@ -909,6 +910,26 @@ class EntityHandler:
         for id_, message in sorted(self.state.digest_configs.items()):
             if not d.digest_id or id_ == d.digest_id:
                 yield self._wrap("digest_entry", message)
+
+
+def _counter_kind(counter):
+    """The declared unit of an engine counter ("packets", "bytes" or "packets_and_bytes")."""
+    return getattr(counter, "type", "packets_and_bytes")
+
+
+def _written_counts(kind, data, current=(0, 0)):
+    """The (packets, bytes) a P4Runtime CounterData leaves in a counter declared with `kind`, as
+    simple_switch_grpc writes it: PI takes only the declared unit's count from the message
+    (DeviceMgr's counter_data_proto_to_pi) while BMv2 keeps both counts, so the other one keeps
+    the cell's value on a CounterEntry/DirectCounterEntry write (merge_current_value in BMv2's
+    PI/src/pi_counter_imp.cpp) and is 0 from a TableEntry's counter_data
+    (convert_from_counter_data in set_direct_resources)."""
+    packets, nbytes = current
+    if kind != "bytes":
+        packets = data.packet_count
+    if kind != "packets":
+        nbytes = data.byte_count
+    return packets, nbytes
 
 
 def _action_filter(te):
