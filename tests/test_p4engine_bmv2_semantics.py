@@ -226,6 +226,36 @@ def test_a_header_assigned_from_lookahead_is_made_valid_as_p4c_expands_it():
         [(1, bytes.fromhex("000001" "0100" "000d5678" "12345678"))]
 
 
+
+def test_a_valid_header_assigned_to_a_union_member_invalidates_the_other_member():
+    # p4c-bm2-ss writes a header assignment as assign_header, whose mark_valid() goes through the
+    # union (Header::mark_valid, HeaderUnion::make_header_valid): the member valid before becomes
+    # invalid; an invalid source leaves the other member alone
+    src = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; }
+header g_t { bit<8> a; }
+header_union U { h_t x; g_t y; }
+struct H { h_t h; h_t n; U u; }
+struct M { }
+parser P(packet_in pkt, out H hdr, inout M m, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); pkt.extract(hdr.u.y); transition accept; }
+}
+control V(inout H hdr, inout M m) { apply { } }
+control I(inout H hdr, inout M m, inout standard_metadata_t sm) { apply {
+    if (hdr.h.a == 1) { hdr.u.x = hdr.h; } else { hdr.u.x = hdr.n; }
+    sm.egress_spec = 1;
+} }
+control E(inout H hdr, inout M m, inout standard_metadata_t sm) { apply { } }
+control C(inout H hdr, inout M m) { apply { } }
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    assert run(src, bytes.fromhex("01" "22" "3344")) == [(1, bytes.fromhex("01" "01" "3344"))]
+    assert run(src, bytes.fromhex("02" "22" "3344")) == [(1, bytes.fromhex("02" "22" "3344"))]
+
+
 # ------------------------------------------------------------------ log_msg
 
 def test_log_msg_formats_as_bmv2s_primitive():

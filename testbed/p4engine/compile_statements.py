@@ -345,6 +345,10 @@ class StatementsMixin:
                     self.set_valid_within(lhs, ctx)
                 n = lhs.type.slots()
                 em.line(f"S[{lhs.slot}:{slot_add(lhs.slot, n)}] = S[{rhs.slot}:{slot_add(rhs.slot, n)}]")
+                if lhs.siblings:
+                    # BMv2's assign_header marks a union member valid through the union, which
+                    # invalidates the member valid before (HeaderUnion::make_header_valid)
+                    em.line(f"if S[{lhs.slot}]: " + "; ".join(f"S[{s}] = 0" for s in lhs.siblings))
                 return
             if rhs.kind == "list":
                 self.assign_list(lhs, rhs, ctx, loc)
