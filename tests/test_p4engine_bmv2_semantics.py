@@ -256,6 +256,54 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     assert run(src, bytes.fromhex("02" "22" "3344")) == [(1, bytes.fromhex("02" "22" "3344"))]
 
 
+
+# ------------------------------------------------------------------ signed keys
+
+SIGNED_KEYS = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { int<8> a; int<8> b; bit<8> t; bit<8> s; }
+struct H { h_t h; }
+struct M { }
+parser P(packet_in pkt, out H hdr, inout M m, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.h);
+        transition select(hdr.h.a) { -2: minus_two; 8s0x40 &&& 8s0x40: bit6; default: accept; }
+    }
+    state minus_two { hdr.h.s = 1; transition accept; }
+    state bit6 { hdr.h.s = 2; transition accept; }
+}
+control V(inout H hdr, inout M m) { apply { } }
+control I(inout H hdr, inout M m, inout standard_metadata_t sm) {
+    action set(bit<8> v) { hdr.h.t = hdr.h.t + v; }
+    table e { key = { hdr.h.a : exact; } actions = { set; NoAction; } default_action = NoAction(); }
+    table r { key = { hdr.h.b : range; } actions = { set; NoAction; } default_action = NoAction();
+              const entries = { 0 .. 0x90 : set(10); } }
+    apply { e.apply(); r.apply(); sm.egress_spec = 1; }
+}
+control E(inout H hdr, inout M m, inout standard_metadata_t sm) { apply { } }
+control C(inout H hdr, inout M m) { apply { } }
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_signed_table_and_select_keys_match_their_twos_complement_bytes():
+    # BMv2 builds a lookup key from the field's bytes (MatchKeyBuilder, ParseSwitchKeyBuilder in
+    # src/bm_sim), and entries (P4Runtime, CLI, p4c's const entries and select case values) are
+    # written as the same unsigned bit patterns: int<8> -1 matches 0xff, 0x85 lies in 0..0x90
+    from testbed.p4engine.tables import ActionCall, Exact
+    pipeline = compile_source(SIGNED_KEYS).new_pipeline()
+    pipeline.tables["I.e"].insert([Exact(0xFF)], ActionCall("I.set", {"v": 1}))
+
+    def send(a, b):
+        (port, frame), = pipeline.process(0, bytes([a, b, 0, 0]))
+        return frame[2], frame[3]
+    assert send(0xFF, 0x85) == (11, 2)      # exact -1 and range hit; bit 6 of -1 is set
+    assert send(0xFE, 0x05) == (10, 1)      # select -2
+    assert send(0x85, 0x91) == (0, 0)       # no case (bit 6 clear), range missed
+
+
 # ------------------------------------------------------------------ log_msg
 
 def test_log_msg_formats_as_bmv2s_primitive():

@@ -129,6 +129,11 @@ class BlocksMixin:
             v = self.scalar(self.expr(e, ctx), e.loc)
             if isinstance(v.type, T.BoolT):
                 v = Val("rv", T.BitT(1), f"(1 if {v.code} else 0)")
+            base = v.type.base if isinstance(v.type, T.EnumT) else v.type
+            if getattr(base, "signed", False):
+                # BMv2 matches the key's bytes against the case values (two's complement, as the
+                # labels are masked below): an int<W> key is compared as its bit<W> pattern
+                v = Val("rv", v.type, f"({v.code} & {base.mask:#x})")
             if v.is_const:
                 keys.append((v.code, v.type))
                 continue

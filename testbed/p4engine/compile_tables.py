@@ -61,6 +61,11 @@ class TablesMixin:
         w = T.width_of(v.type)
         if w is None:
             self.err(f"table key must be a bit<W> value, not {v.type}", ke.expr.loc)
+        base = v.type.base if isinstance(v.type, T.EnumT) else v.type
+        if getattr(base, "signed", False):
+            # BMv2 matches the key's bytes (two's complement), as P4Runtime, the CLI and const
+            # entries write its values: an int<W> key is looked up as its bit<W> pattern
+            v = Val("rv", T.BitT(w), f"({v.code} & {(1 << w) - 1:#x})")
         kname = anno_string(ke.annos, "name")
         if kname is None:
             unnamed = unnamed_key_part(ke.expr)
