@@ -412,6 +412,50 @@ def test_clones_resubmit_recirculate_and_multicast_carry_what_simple_switch_carr
     assert send(6) == [(7, "06" "02" "0011" "0000" "00" "bb" "0000" + payload)]
 
 
+
+def test_an_i2e_clone_is_parsed_with_the_port_the_packet_came_in_on():
+    # simple_switch's ingress_thread sets the clone's ingress_port to packet->get_ingress_port()
+    # before parsing it again: the receive port, which resubmitted and recirculated copies keep,
+    # whatever ingress wrote into the field (resubmit/recirculate reset it to 0); the field is
+    # reset again after the parse
+    src = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> op; bit<8> it; bit<8> extra_valid; bit<8> port; }
+header x_t { bit<8> x; }
+struct H { h_t h; x_t x; }
+struct M { }
+parser P(packet_in pkt, out H hdr, inout M m, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition select(sm.ingress_port) { 4: extra; default: accept; } }
+    state extra { pkt.extract(hdr.x); transition accept; }
+}
+control V(inout H hdr, inout M m) { apply { } }
+control I(inout H hdr, inout M m, inout standard_metadata_t sm) { apply {
+    sm.egress_spec = 1;
+    if (hdr.h.op == 1) { sm.ingress_port = 9; clone(CloneType.I2E, 5); }
+    if (hdr.h.op == 2) {
+        if (sm.instance_type == 0) { resubmit_preserving_field_list(0); } else { clone(CloneType.I2E, 5); }
+    }
+} }
+control E(inout H hdr, inout M m, inout standard_metadata_t sm) { apply {
+    hdr.h.it = (bit<8>)sm.instance_type;
+    hdr.h.extra_valid = hdr.x.isValid() ? 8w1 : 8w0;
+    hdr.h.port = (bit<8>)sm.ingress_port;
+} }
+control C(inout H hdr, inout M m) { apply { } }
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    pipeline = compile_source(src).new_pipeline()
+    pipeline.set_clone_session(5, [(7, 0)])
+    out = dict(pipeline.process(4, bytes.fromhex("01000000" "aa")))
+    assert out[7] == bytes.fromhex("01010100" "aa")          # the clone: x parsed (port 4)
+    assert out[1] == bytes.fromhex("01000109" "aa")
+    out = dict(pipeline.process(4, bytes.fromhex("02000000" "aa")))
+    assert out[7] == bytes.fromhex("02010100" "aa")          # cloned by the resubmitted packet
+    assert out[1] == bytes.fromhex("02000000" "aa")        # parsed with ingress_port 0: no x
+
+
 # ------------------------------------------------------------------ direct meters
 
 def test_a_direct_meter_colours_its_read_destination_when_the_table_hits():

@@ -8,8 +8,11 @@ the state list `S`, and the integer arithmetic of compile-time constants."""
 # H_PLEN: BMv2's packet-length register (simple_switch's PACKET_LENGTH_REG_IDX): the received
 # length, plus the bytes of each header setValid() makes valid, minus those setInvalid() makes
 # invalid (its add_header/remove_header primitives); egress reads it as packet_length
-H_PKT, H_POFF, H_NOW, H_CLONE, H_CLONE_FL, H_RESUB, H_RECIRC, H_TRUNC, H_DIGEST, H_OUT, H_INLEN, H_PLEN = range(12)
-NUM_HIDDEN = 12
+# H_RXPORT: the port the packet was received on (BMv2's Packet::get_ingress_port(), which every
+# copy keeps): the standard_metadata.ingress_port an I2E clone is parsed again with
+H_PKT, H_POFF, H_NOW, H_CLONE, H_CLONE_FL, H_RESUB, H_RECIRC, H_TRUNC, H_DIGEST, H_OUT, H_INLEN, H_PLEN, \
+    H_RXPORT = range(13)
+NUM_HIDDEN = 13
 CORE_ERRORS = ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
                "ParserTimeout", "ParserInvalidArgument"]
 SUPPORTED_MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "selector")

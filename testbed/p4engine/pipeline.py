@@ -17,7 +17,7 @@ import struct
 
 from . import codegen, hashes
 from .compile_values import (H_CLONE, H_CLONE_FL, H_DIGEST, H_INLEN, H_NOW, H_OUT, H_PKT, H_PLEN, H_POFF,
-                             H_RECIRC, H_RESUB, H_TRUNC, NUM_HIDDEN)
+                             H_RECIRC, H_RESUB, H_RXPORT, H_TRUNC, NUM_HIDDEN)
 from .errors import P4RuntimeFault
 
 INSTANCE_NORMAL, INSTANCE_I2E, INSTANCE_E2E, INSTANCE_RECIRC, INSTANCE_REPLICATION, INSTANCE_RESUBMIT = \
@@ -151,7 +151,7 @@ class Pipeline:
         self._deparse = g[ep["deparser"]]
 
         template = list(c.template)
-        template[:NUM_HIDDEN] = [None, 0, 0, None, None, None, None, None, None, None, 0, 0]
+        template[:NUM_HIDDEN] = [None, 0, 0, None, None, None, None, None, None, None, 0, 0, 0]
         self.template = template
         sm = c.sm
         self._sm = sm
@@ -184,10 +184,11 @@ class Pipeline:
         self.mc_groups.pop(group_id, None)
 
     # ---------------------------------------------------------------- packet state helpers
-    def _fresh(self, data, now_us):
+    def _fresh(self, data, now_us, rx_port):
         S = self.template[:]
         S[H_PKT] = data
         S[H_NOW] = now_us
+        S[H_RXPORT] = rx_port
         return S
 
     def _reset_metadata(self, S):
@@ -214,7 +215,7 @@ class Pipeline:
         S = self.template[:]
         S[H_PKT] = data
         S[H_NOW] = now_us
-        S[self._ingress_port] = port
+        S[self._ingress_port] = S[H_RXPORT] = port
         S[self._packet_length] = S[H_INLEN] = S[H_PLEN] = len(data)
         S[self._ingress_ts] = now_us & 0xFFFFFFFFFFFF
         if self.log:
@@ -248,7 +249,7 @@ class Pipeline:
                     if self.log:
                         self.log("Resubmitted too many times: packet dropped")
                     return jobs
-                R = self._fresh(S[H_PKT], S[H_NOW])
+                R = self._fresh(S[H_PKT], S[H_NOW], S[H_RXPORT])
                 self._copy_field_list(R, S, S[H_RESUB])
                 R[self._instance_type] = INSTANCE_RESUBMIT
                 R[self._packet_length] = R[H_INLEN] = R[H_PLEN] = ingress_len
@@ -282,8 +283,10 @@ class Pipeline:
             if self.log:
                 self.log(f"Clone session {session} is not configured: no clone")
             return
-        C = self._fresh(S[H_PKT], S[H_NOW])
-        C[self._ingress_port] = S[self._ingress_port]
+        C = self._fresh(S[H_PKT], S[H_NOW], S[H_RXPORT])
+        # the parse sees the port the packet came in on, whatever ingress wrote into the field or
+        # (resubmitted, recirculated) found there (simple_switch.cpp's ingress_thread)
+        C[self._ingress_port] = S[H_RXPORT]
         C[H_INLEN] = C[H_PLEN] = ingress_len      # before the parse, whose setValid()s count
         C[H_POFF] = self._parse(C, C[H_PKT])
         self._reset_metadata(C)
@@ -350,7 +353,7 @@ class Pipeline:
                 if self.log:
                     self.log("Recirculated too many times: packet dropped")
                 return [], more
-            R = self._fresh(frame, now_us)
+            R = self._fresh(frame, now_us, S[H_RXPORT])
             self._copy_field_list(R, S, S[H_RECIRC])
             R[self._instance_type] = INSTANCE_RECIRC
             R[self._packet_length] = R[H_INLEN] = R[H_PLEN] = len(frame)
