@@ -286,6 +286,11 @@ def test_meter_modify_without_config_resets_it(dev):
     assert _write(dev, _update("MODIFY", meter, config="", **ids)) == []
     (read,) = _read(dev, "meter_entry {{ meter_id: {mtr} index {{ index: 1 }} }}")
     assert not read.meter_entry.HasField("config")
+    # PI's validate_meter_spec: a burst beyond 32 bits is UNIMPLEMENTED, before anything is written
+    big = "config { cir: 10 cburst: 4294967296 pir: 20 pburst: 4 }"
+    assert _write(dev, _update("MODIFY", meter, config=big, **ids))[0][0] == "UNIMPLEMENTED"
+    (read,) = _read(dev, "meter_entry {{ meter_id: {mtr} index {{ index: 1 }} }}")
+    assert not read.meter_entry.HasField("config")
     dm_key = "table_entry {{ table_id: {dm_t} match {{ field_id: 1 exact {{ value: '\\x01' }} }} }}"
     assert _code(dev, "INSERT", dm_key[:-2] + "action {{ action {{ action_id: {fwd_dm} params {{ param_id: 1 "
                                 "value: '\\x02' }} }} }} meter_config {{ cir: 1 cburst: 2 pir: 3 pburst: 4 }} }}") == "OK"

@@ -969,6 +969,10 @@ def _checked_meter_config(what, c):
     if min(values) < 0:
         raise invalid(f"{what}: rates and bursts must be >= 0, got cir {c.cir} cburst {c.cburst} "
                       f"pir {c.pir} pburst {c.pburst}")
+    if max(c.cburst, c.pburst) > 0xFFFFFFFF:
+        # PI keeps bursts in 32 bits and refuses larger ones first (validate_meter_spec)
+        raise unimplemented(f"{what}: a burst above 2^32-1 is not supported (cburst {c.cburst}, "
+                            f"pburst {c.pburst})")
     if c.cir > c.pir:
         raise invalid(f"{what}: committed rate {c.cir} exceeds peak rate {c.pir}")
     return values
