@@ -44,6 +44,45 @@ def no_leftovers(out):
     return not [p for p in (out / "points").iterdir() if p.name.startswith(".")]
 
 
+# What Python and Dask printed when a Ctrl-C landed in a worker or inside Dask (each one seen in a
+# sweep's output before it was fixed); none of it may reach the user.
+NOISE = ("Traceback", "KeyboardInterrupt", "Fatal Python error", "Nanny failed to start", "heartbeat",
+         "CommClosedError", "StreamClosedError", "Exception ignored", "Task exception was never retrieved",
+         "Task was destroyed", "leaked semaphore", "distributed.", "tornado.")
+
+
+def session_processes(sid):
+    """The live processes of session `sid`: a command started with start_new_session and all it
+    started (zombies are dead: not counted)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, _pgrp, session = stat.read_text().rsplit(")", 1)[1].split()[:4]
+        except (OSError, ValueError):
+            continue
+        if int(session) == sid and state != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def interrupt(cmd, ready, timeout=180):
+    """Run `cmd` in a session of its own and send its process group SIGINT, as a terminal's Ctrl-C
+    does (to the command and its workers alike), once ready(proc) holds. Returns (exit status,
+    stdout, stderr, processes of the session still alive 10 s after it exited)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and not ready(proc) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    deadline = time.monotonic() + 10       # multiprocessing's helpers leave as the command exits
+    while session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return proc.returncode, stdout, stderr, session_processes(proc.pid)
+
+
 @pytest.fixture(scope="module")
 def local_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "local"
@@ -294,6 +333,22 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_finishes_the_rest(tmp_path):
     assert doc["status"] == "complete" and len(summaries) == 2 and doc["counts"]["resumed"] == 1
     assert {pid: (out / "points" / pid / "point.json").stat().st_mtime_ns for pid in kept} == stamps
     assert sorted(row["seed"] for row in doc["points"]) == [0, 1]
+
+
+def test_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
+    # The workers, spawned afresh, took the Ctrl-C while they imported Dask (before the preload
+    # that ignores it): each printed a KeyboardInterrupt traceback (or "Fatal Python error:
+    # init_import_site"), the cluster's start failed with "Nanny failed to start" and the sweep
+    # exited 1. Interrupted as soon as the cluster's processes exist (its workers, or the server
+    # they are forked from).
+    out = tmp_path / "start"
+    status, stdout, stderr, left = interrupt(
+        ROCELAB + ["sweep", "--out", str(out), "--workers", "2", "--seeds", "3", "--", *BASE],
+        lambda proc: len(session_processes(proc.pid)) >= 4)
+    assert status == 130, stderr
+    assert len(stderr.strip().splitlines()) == 1 and "interrupted" in stderr, stderr
+    assert not [n for n in NOISE if n in stdout + stderr], stdout + stderr
+    assert not left
 
 
 def test_the_local_cluster_takes_any_free_http_port_on_loopback():

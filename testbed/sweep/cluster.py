@@ -13,7 +13,9 @@ CONNECT_TIMEOUT_S = 5
 _ADDRESS = re.compile(r"^(tcp|tls|inproc|ws|wss|ucx)://\S+$|^[A-Za-z0-9.\-\[\]:]+:\d+$")
 WORKER_SETUP = "testbed.sweep.worker_setup"
 LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
-                       "distributed.admin.system-monitor.interval": "2s"}
+                       "distributed.admin.system-monitor.interval": "2s",
+                       # forked from a server that ignores Ctrl-C (_start_fork_server)
+                       "distributed.worker.multiprocessing-method": "forkserver"}
 
 
 class ClusterError(RuntimeError):
@@ -49,23 +51,55 @@ def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
     from testbed.net.lifecycle import interruptions_held
     n = workers or os.cpu_count() or 1
     cluster = None
-    try:
-        # The workers' statistical profiler samples the running point's stack every 10 ms: CPU a
-        # pure-Python simulation pays for a profile nobody reads here. A first Ctrl-C while the
-        # cluster starts acts once it is up, so it is closed: a LocalCluster interrupted halfway
-        # is left to Dask's exit hook, which fails on it with a traceback ("Status.init").
-        with dask.config.set(LOCAL_WORKER_CONFIG), interruptions_held():
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
-                                   preload=[WORKER_SETUP])   # its HTTP port: any free one, on loopback
-        client = Client(cluster, set_as_default=False)
+    # The workers' statistical profiler samples the running point's stack every 10 ms: CPU a
+    # pure-Python simulation pays for a profile nobody reads here. The configuration holds for
+    # the cluster's life: a worker that dies is restarted the same way.
+    with dask.config.set(LOCAL_WORKER_CONFIG):
         try:
-            yield client
+            # A first Ctrl-C while the cluster starts acts once it is up, so it is closed: a
+            # LocalCluster interrupted halfway is left to Dask's exit hook, which fails on it
+            # with a traceback ("Status.init").
+            with interruptions_held():
+                _start_fork_server()
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
+                                       preload=[WORKER_SETUP])   # its HTTP port: any free one, on loopback
+            client = Client(cluster, set_as_default=False)
+            try:
+                yield client
+            finally:
+                client.close()
         finally:
-            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def _start_fork_server():
+    """Start multiprocessing's fork server, which the local cluster's workers are forked from,
+    with Ctrl-C ignored. Ctrl-C reaches every process of the terminal's foreground group: a
+    worker spawned afresh took it while it imported Dask, before the preload that ignores it
+    ran, and printed a KeyboardInterrupt traceback, and the cluster's start then failed with
+    "Nanny failed to start". The server keeps the ignored SIGINT it starts with and hands it to
+    every worker it forks (restarted ones too), from their first instruction. A Ctrl-C in the
+    few milliseconds the server takes to start is lost (it is ignored then)."""
+    import multiprocessing.forkserver
+    import signal
+    import threading
+
+    import dask
+    from distributed.utils import get_mp_context
+    if threading.current_thread() is not threading.main_thread():
+        return          # Ctrl-C is the main thread's business; Dask starts the server itself
+    get_mp_context()    # Dask's list of modules the server imports once for all its workers
+    # What the Nanny sets in this process before each spawn; a forked worker has the server's.
+    for name, value in dask.config.get("distributed.nanny.pre-spawn-environ").items():
+        if value is not None:
+            os.environ.setdefault(name, str(value))
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        multiprocessing.forkserver.ensure_running()
     finally:
-        if cluster is not None:
-            cluster.close()
+        signal.signal(signal.SIGINT, previous)
 
 
 def _probe(address, timeout_s):
