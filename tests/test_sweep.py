@@ -351,6 +351,28 @@ def test_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
     assert not left
 
 
+def test_a_closing_worker_does_not_log_the_heartbeat_traceback():
+    # After a Ctrl-C, now and then a worker busy with a point printed "distributed.worker -
+    # ERROR - Failed to communicate with scheduler during heartbeat." and a CommClosedError
+    # traceback: Worker.close() shuts its connections while a heartbeat is on one
+    # (dask/distributed#7891). Its status then is "closing"; a running worker keeps the message.
+    import logging
+    from types import SimpleNamespace
+    from distributed.core import Status
+    from testbed.sweep.worker_setup import QuietHeartbeatOnClose
+
+    def logged(message):
+        return quiet.filter(logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, message, None, None))
+    worker = SimpleNamespace(status=Status.running)
+    quiet = QuietHeartbeatOnClose(worker)
+    heartbeat = "Failed to communicate with scheduler during heartbeat."
+    assert logged(heartbeat)                # the scheduler is really out of reach
+    for status in (Status.closing, Status.closed):
+        worker.status = status
+        assert not logged(heartbeat)
+        assert logged("Compute Failed")     # nothing else is dropped
+
+
 def test_the_local_cluster_takes_any_free_http_port_on_loopback():
     # Dask's default HTTP port is 8787: with another sweep or lab running, every new one printed
     # "UserWarning: Port 8787 is already in use. Perhaps you already have a cluster running?"
