@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from testbed.net.lifecycle import Terminated, interruptions_held, signals_deferred
+from testbed.net.lifecycle import Terminated, ctrl_c_held, interruptions_held, signals_deferred
 
 
 @pytest.fixture
@@ -78,3 +78,31 @@ def test_a_held_signal_goes_to_the_handler_the_window_replaced():
             signal.raise_signal(signal.SIGHUP)       # ignored before: ignored after
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_ctrl_c_held_lets_a_loop_stop_at_its_next_turn_or_drops_it_while_closing():
+    # A sweep's client loop stops at its next turn (raised anywhere, a Ctrl-C landed inside
+    # Dask's client code); closing the cluster drops a first one: nothing is left to stop.
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        turns = 0
+        with pytest.raises(KeyboardInterrupt):
+            with ctrl_c_held() as stop:
+                while not stop:
+                    turns += 1
+                    if turns == 3:
+                        signal.raise_signal(signal.SIGINT)
+        assert turns == 3
+        with ctrl_c_held(act_after=False):
+            signal.raise_signal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            with ctrl_c_held(act_after=False):
+                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)        # a second one acts at once
+                raise AssertionError("not reached")
+        term = signal.getsignal(signal.SIGTERM)
+        with ctrl_c_held():
+            assert signal.getsignal(signal.SIGTERM) == term       # SIGTERM keeps its way
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -58,27 +58,38 @@ def interruptions_held():
 
 
 @contextlib.contextmanager
-def _signals_held(second_acts_at_once):
+def ctrl_c_held(act_after=True):
+    """interruptions_held() for SIGINT alone (SIGTERM and SIGHUP keep their way). Yields the list
+    of the Ctrl-Cs held so far, so that a loop can stop at its next turn rather than wherever
+    the main thread was (inside a library, halfway through a write). `act_after=False`: a first
+    Ctrl-C is dropped, for a block that ends the command anyway (nothing is left to stop)."""
+    with _signals_held(second_acts_at_once=True, signals=(signal.SIGINT,), act_after=act_after) as held:
+        yield held
+
+
+@contextlib.contextmanager
+def _signals_held(second_acts_at_once, signals=_DEFERRED, act_after=True):
     """Handlers that note the signal, not a signal mask: a process-directed signal goes to any
     thread that does not block it (gRPC's, a pcap writer's), and Python then runs its handler
-    in the main thread all the same, so a mask on the main thread held nothing back."""
-    if not _in_main_thread():
-        yield
-        return
+    in the main thread all the same, so a mask on the main thread held nothing back. Yields
+    the list of the signals held."""
     held = []
+    if not _in_main_thread():
+        yield held
+        return
 
     def hold(signum, _frame):
         if held and second_acts_at_once:
             _act_on(signum, previous[signum])
         held.append(signum)
 
-    previous = {s: signal.signal(s, hold) for s in _DEFERRED}
+    previous = {s: signal.signal(s, hold) for s in signals}
     try:
-        yield
+        yield held
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if held:
+    if held and act_after:
         _act_on(held[0], previous[held[0]])
 
 

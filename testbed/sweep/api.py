@@ -12,7 +12,7 @@ import time
 
 from testbed.sweep import grid, report
 from testbed.sweep.cluster import client_for
-from testbed.sweep.runner import Interrupted, all_complete, remove_stale_temporaries, run_points
+from testbed.sweep.runner import Interrupted, all_complete, not_run, remove_stale_temporaries, run_points
 
 
 def run_sweep(points, out, scheduler=None, workers=None, knobs=None, seeds=None, base_options=(), progress=None):
@@ -34,8 +34,18 @@ def run_sweep(points, out, scheduler=None, workers=None, knobs=None, seeds=None,
                 results = run_points(points, out, client, progress=progress)
     except Interrupted as exc:
         results, interrupted = exc.results, True
+    except KeyboardInterrupt:       # while the cluster started: no point ran
+        results, interrupted = not_run(points, out), True
     wall = {"started": started, "elapsed_s": round(time.monotonic() - t0, 3), "scheduler": where}
-    doc = report.write_all(out, results, knobs, seeds, base_options, interrupted, wall)
+    from testbed.net.lifecycle import ctrl_c_held
+    doc = None
+    try:
+        with ctrl_c_held():         # the report is written whole; a Ctrl-C meanwhile acts once it is
+            doc = report.write_all(out, results, knobs, seeds, base_options, interrupted, wall)
+    except KeyboardInterrupt:
+        if doc is None:             # a second Ctrl-C, which acts at once
+            raise
+        interrupted = True
     if interrupted:
         raise SweepInterrupted(doc)
     return doc

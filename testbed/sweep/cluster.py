@@ -48,9 +48,9 @@ def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
             client.close()
         return
     import dask
-    from testbed.net.lifecycle import interruptions_held
+    from testbed.net.lifecycle import ctrl_c_held, interruptions_held
     n = workers or os.cpu_count() or 1
-    cluster = None
+    cluster = client = None
     # The workers' statistical profiler samples the running point's stack every 10 ms: CPU a
     # pure-Python simulation pays for a profile nobody reads here. The configuration holds for
     # the cluster's life: a worker that dies is restarted the same way.
@@ -64,14 +64,17 @@ def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                        dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
                                        preload=[WORKER_SETUP])   # its HTTP port: any free one, on loopback
-            client = Client(cluster, set_as_default=False)
-            try:
-                yield client
-            finally:
-                client.close()
+                client = Client(cluster, set_as_default=False)
+            yield client
         finally:
-            if cluster is not None:
-                cluster.close()
+            # The client first, then the cluster: its workers, then its scheduler. That takes
+            # seconds (a worker busy with a point is given 4 s, then killed); a Ctrl-C meanwhile
+            # has nothing left to stop and is dropped: the cluster is closed whole and the
+            # command goes on to write what it has.
+            with ctrl_c_held(act_after=False):
+                for closing in (client, cluster):
+                    if closing is not None:
+                        closing.close()
 
 
 def _start_fork_server():

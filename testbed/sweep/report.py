@@ -92,6 +92,7 @@ def sweep_status(results, interrupted):
 def write_all(out, results, knobs, seeds, base_options, interrupted, wall_clock):
     """sweep.json, sweep.csv and index.html, each replaced whole."""
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)      # a Ctrl-C while the cluster started: nothing made it
     rows = [row(r) for r in results]
     doc = {"schema": SCHEMA, "status": sweep_status(results, interrupted), "knobs": list(knobs),
            "seeds": list(seeds), "base_options": list(base_options), "counts": counts(results),

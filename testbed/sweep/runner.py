@@ -107,34 +107,39 @@ def scratch(point, out):
 
 def _on_client(todo, out, client, finished, progress, shared_disk):
     from distributed import as_completed
+    from testbed.net.lifecycle import ctrl_c_held
 
     tag = uuid.uuid4().hex[:8]     # fresh keys: a long-lived scheduler may remember old ones
     futures = {}
-    for i, p in enumerate(todo):
-        function, arguments = p.task(scratch(p, out) if shared_disk else None)
-        # Dask does not keep the order of separate submissions: points start in the given order
-        # because the earlier ones have the higher priority (lab all gives its longest first).
-        futures[client.submit(function, *arguments, key=f"rocelab-point-{p.id}-{tag}", pure=False,
-                              priority=len(todo) - i)] = p
-    pending = set(futures)
+    pending = set()
     try:
-        stream = as_completed(list(futures), loop=client.loop)
-        while pending:
-            if progress:
+        # Ctrl-C stops this loop at its next turn (a second one at once). Raised wherever the
+        # main thread was, it landed inside Dask's client: in a future's __del__ it printed
+        # "Exception ignored in: <function Future.__del__ ...> KeyboardInterrupt" and was lost,
+        # and the sweep ran on to the end.
+        with ctrl_c_held() as stop:
+            for i, p in enumerate(todo):
+                function, arguments = p.task(scratch(p, out) if shared_disk else None)
+                # Dask does not keep the order of separate submissions: points start in the given
+                # order because the earlier ones have the higher priority (lab all gives its longest first).
+                futures[client.submit(function, *arguments, key=f"rocelab-point-{p.id}-{tag}", pure=False,
+                                      priority=len(todo) - i)] = p
+            pending.update(futures)
+            stream = as_completed(list(futures), loop=client.loop)
+            while pending and not stop:
                 batch = stream.next_batch(block=False)
                 if not batch:
-                    progress.tick(running=_running(client, pending))
+                    if progress:
+                        progress.tick(running=_running(client, pending))
                     time.sleep(0.2)
                     continue
-            else:
-                batch = [next(stream)]
-            for future in batch:
-                point = futures[future]
-                pending.discard(future)
-                result = finished(point, _collect(future, point, out))
-                if progress:
-                    progress.finished(result, running=_running(client, pending))
-    except KeyboardInterrupt:
+                for future in batch:
+                    point = futures[future]
+                    pending.discard(future)
+                    result = finished(point, _collect(future, point, out))
+                    if progress:
+                        progress.finished(result, running=_running(client, pending))
+    except BaseException:       # Ctrl-C, SIGTERM, a failed write: the points not finished are not wanted
         for future in pending:
             future.cancel()
         raise
@@ -215,6 +220,13 @@ def _unpacked(reply, where):
     shutil.rmtree(where, ignore_errors=True)
     unpack(reply["files"], where)
     return where
+
+
+def not_run(points, out):
+    """Each point's result when none ran (Ctrl-C while the cluster started): complete from an
+    earlier run, or cancelled."""
+    out = Path(out)
+    return [(p.resumable and load_point(p.directory(out), p)) or PointResult(p, "cancelled") for p in points]
 
 
 def all_complete(points, out):
