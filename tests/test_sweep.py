@@ -65,11 +65,11 @@ def session_processes(sid):
     return found
 
 
-def interrupt(cmd, ready, timeout=180):
+def interrupt(cmd, ready, timeout=180, env=ENV):
     """Run `cmd` in a session of its own and send its process group SIGINT, as a terminal's Ctrl-C
     does (to the command and its workers alike), once ready(proc) holds. Returns (exit status,
     stdout, stderr, processes of the session still alive 10 s after it exited)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     deadline = time.monotonic() + timeout
     while proc.poll() is None and not ready(proc) and time.monotonic() < deadline:
@@ -339,6 +339,21 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_finishes_the_rest(tmp_path):
     assert doc["status"] == "complete" and len(summaries) == 2 and doc["counts"]["resumed"] == 1
     assert {pid: (out / "points" / pid / "point.json").stat().st_mtime_ns for pid in kept} == stamps
     assert sorted(row["seed"] for row in doc["points"]) == [0, 1]
+
+
+def test_ctrl_c_leaves_nothing_of_the_point_a_worker_was_killed_in(tmp_path):
+    # Closing the cluster gives a worker busy with a point 4 s, then kills it: the point's
+    # scratch directory, in /tmp, was left there for good. One worker: the long point runs
+    # when the short one is in.
+    out, temp = tmp_path / "killed", tmp_path / "temp"
+    temp.mkdir()
+    cmd = ROCELAB + ["sweep", "--out", str(out), "--workers", "1", "--vary", "size=64K,64M", "--",
+                     "--spines", "1", "--leaves", "2", "--hosts-per-leaf", "1"]
+    status, stdout, stderr, left = interrupt(cmd, lambda proc: finished_points(out), env={**ENV, "TMPDIR": str(temp)})
+    assert status == 130 and "1 of 2 points kept" in stderr, stderr
+    assert not [n for n in NOISE if n in stdout + stderr], stdout + stderr
+    assert not left and no_leftovers(out)
+    assert not list(temp.glob("rocelab-point-*"))
 
 
 def test_ctrl_c_while_the_workers_start_is_one_line(tmp_path):

@@ -9,6 +9,7 @@
     run_here_or_on_cluster(points, out, workers=2)          # -> [PointResult]
 """
 import time
+from pathlib import Path
 
 from testbed.sweep import grid, report
 from testbed.sweep.cluster import client_for
@@ -31,11 +32,15 @@ def run_sweep(points, out, scheduler=None, workers=None, knobs=None, seeds=None,
             results = run_points(points, out, None, progress=progress)
         else:
             with client_for(scheduler, workers) as client:
-                results = run_points(points, out, client, progress=progress)
+                # A LocalCluster's workers write each point beside its directory: one killed
+                # mid-point (closing gives a busy worker 4 s) left its files in /tmp for good.
+                results = run_points(points, out, client, progress=progress, shared_disk=scheduler is None)
     except Interrupted as exc:
         results, interrupted = exc.results, True
     except KeyboardInterrupt:       # while the cluster started: no point ran
         results, interrupted = not_run(points, out), True
+    if interrupted and scheduler is None:   # the cluster is closed: what its workers left half-written goes
+        remove_stale_temporaries(Path(out) / "points")
     wall = {"started": started, "elapsed_s": round(time.monotonic() - t0, 3), "scheduler": where}
     from testbed.net.lifecycle import ctrl_c_held
     doc = None
@@ -94,7 +99,6 @@ def summaries(option_lists, out, scheduler=None, workers=None, names=None):
     grid.check(points, max_points=len(points))
     doc = run_sweep(points, out, scheduler=scheduler, workers=workers, knobs=["name"] if names else [])
     import json
-    from pathlib import Path
     found = []
     for row in doc["points"]:
         path = Path(out) / "points" / row["id"] / "summary.json"
