@@ -206,7 +206,9 @@ def dask_cluster(tmp_path_factory):
 
     def start(args):
         log = open(tmp / f"{len(procs)}.log", "w")
-        env = {**ENV, "DASK_TEMPORARY_DIRECTORY": str(tmp)}    # their scratch space dies with the test's
+        # Their scratch space dies with the test's, and so does the point directory of the worker
+        # killed mid-point (a /tmp/rocelab-point-* left behind by every run of this file).
+        env = {**ENV, "DASK_TEMPORARY_DIRECTORY": str(tmp), "TMPDIR": str(tmp)}
         procs.append(subprocess.Popen([str(DASK), *args], stdout=log, stderr=subprocess.STDOUT, env=env,
                                       cwd=tmp, start_new_session=True))
         log.close()
@@ -215,9 +217,12 @@ def dask_cluster(tmp_path_factory):
         loopback_http = ["--dashboard-address", "127.0.0.1:0"]
         start(["scheduler", "--host", "127.0.0.1", "--port", "0", *loopback_http, "--scheduler-file", str(info)])
         deadline = time.monotonic() + 120
-        while not info.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        address = json.loads(info.read_text())["address"]
+        address = None
+        while address is None and time.monotonic() < deadline:
+            try:
+                address = json.loads(info.read_text())["address"]
+            except (OSError, ValueError, KeyError):    # not there yet, or half-written (Dask writes it in place)
+                time.sleep(0.2)
         for _ in range(2):
             start(["worker", address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", *loopback_http])
         with Client(address, timeout="60s", set_as_default=False) as client:
