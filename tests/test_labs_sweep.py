@@ -188,6 +188,27 @@ def test_lab_all_pages_every_lab_and_ctrl_c_keeps_what_finished(tmp_path, monkey
     assert two["status"] == "interrupted" and [d["status"] for d in two["seeds_detail"]] == ["ok", "cancelled", "cancelled"]
 
 
+def test_ctrl_c_of_a_lab_says_in_one_line_where_its_finished_seeds_are(tmp_path, monkeypatch, capsys):
+    # It said "rocelab lab NAME: interrupted; torn down": nothing is torn down in virtual time,
+    # and lab.json of the finished seeds goes to runs/lab-NAME-<time> unless --out is given.
+    from testbed.cli import main as rocelab
+
+    class Stopped(_Counted):
+        fail_with = KeyboardInterrupt()     # the Ctrl-C, as seed 2 runs
+
+        def shape(self, quick):
+            return {"spines": 1, "leaves": 1, "hosts_per_leaf": 2}
+
+        def phases(self, clos, quick):
+            return []
+    _registered(monkeypatch, counted=Stopped())
+    out = tmp_path / "lab"
+    assert rocelab(["lab", "counted", "--workers", "1", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"rocelab lab counted: interrupted; 1 of 3 seeds kept in {out} (index.html, lab.json)"]
+    assert json.loads((out / "lab.json").read_text())["status"] == "interrupted"
+
+
 def test_seeds_from_workers_without_a_shared_disk_arrive_packed(tmp_path):
     from testbed.labs.virtual import seed_points
     from testbed.sweep.cluster import client_for

@@ -174,7 +174,7 @@ def _on_seeds(prog, run):
 
 def run_virtual_lab(args):
     from testbed.labs.seeds import default_seeds
-    from testbed.labs.virtual import run_virtual, table
+    from testbed.labs.virtual import LabInterrupted, run_virtual, table
 
     prog = f"rocelab lab {args.lab}"
     lab = load(args.lab, "virtual")
@@ -191,11 +191,24 @@ def run_virtual_lab(args):
         return _fail(prog, str(exc))
     out = _out(args, args.lab)
     results = []
-    status = _on_seeds(prog, lambda: results.append(run_virtual(
-        lab, out, quick=args.quick, seeds=default_seeds(args.seeds), pcap=not args.no_pcap,
-        command=command_line(args), scheduler=scheduler, workers=workers, name=args.lab)))
+
+    def run_seeds():
+        try:
+            results.append(run_virtual(
+                lab, out, quick=args.quick, seeds=default_seeds(args.seeds), pcap=not args.no_pcap,
+                command=command_line(args), scheduler=scheduler, workers=workers, name=args.lab))
+        except LabInterrupted as exc:
+            results.append(exc)
+    status = _on_seeds(prog, run_seeds)
     if status is not None:
         return status
+    if isinstance(results[0], LabInterrupted):      # Ctrl-C: one line, saying where the finished seeds are
+        import sys
+        kept = results[0].result
+        n = sum(d["status"] in ("ok", "failed") for d in kept["seeds_detail"]) if kept else 0
+        print(f"{prog}: interrupted; {n} of {args.seeds} seeds kept" +
+              (f" in {out} (index.html, lab.json)" if kept else ""), file=sys.stderr)
+        return 130
     result = results[0]
     if result is None:
         import sys

@@ -113,6 +113,7 @@ def run_virtual(lab, out, quick=False, seeds=None, pcap=True, log=print, command
     Dask scheduler at `scheduler`. Virtual time is deterministic: the same findings either way.
     `name`: the lab's registry name (testbed.labs.cli.LABS), which workers import; without it
     the lab object itself is sent to them."""
+    from testbed.net.lifecycle import ctrl_c_held
     from testbed.sweep.api import run_here_or_on_cluster
     from testbed.sweep.runner import Interrupted
 
@@ -122,9 +123,24 @@ def run_virtual(lab, out, quick=False, seeds=None, pcap=True, log=print, command
         results = run_here_or_on_cluster(points, out, scheduler=scheduler, workers=workers,
                                          on_result=lambda r: log(seed_line(r)))
     except Interrupted as exc:
-        finish(lab, out, quick, exc.results, command, t0, interrupted=True)
-        raise KeyboardInterrupt from None
-    return finish(lab, out, quick, results, command, t0)
+        # The finished seeds' pages are written whole: one more Ctrl-C meanwhile is dropped (the
+        # lab is stopping already), a third acts at once.
+        with ctrl_c_held(act_after=False):
+            result = finish(lab, out, quick, exc.results, command, t0, interrupted=True)
+        raise LabInterrupted(result) from None
+    except KeyboardInterrupt:       # while the cluster started: no seed ran
+        raise LabInterrupted(None) from None
+    with ctrl_c_held():             # written whole; a Ctrl-C meanwhile acts once they are
+        return finish(lab, out, quick, results, command, t0)
+
+
+class LabInterrupted(KeyboardInterrupt):
+    """Ctrl-C during run_virtual, after lab.json of the finished seeds was written; `result` is
+    its dict (None when no seed had finished)."""
+
+    def __init__(self, result):
+        super().__init__("interrupted")
+        self.result = result
 
 
 def seed_points(lab, out, quick, seeds, pcap, name=None):
