@@ -122,9 +122,10 @@ def _on_client(todo, out, client, finished, progress, shared_disk):
                 function, arguments = p.task(scratch(p, out) if shared_disk else None)
                 # Dask does not keep the order of separate submissions: points start in the given
                 # order because the earlier ones have the higher priority (lab all gives its longest first).
-                futures[client.submit(function, *arguments, key=f"rocelab-point-{p.id}-{tag}", pure=False,
-                                      priority=len(todo) - i)] = p
-            pending.update(futures)
+                future = client.submit(function, *arguments, key=f"rocelab-point-{p.id}-{tag}", pure=False,
+                                       priority=len(todo) - i)
+                futures[future] = p
+                pending.add(future)
             stream = as_completed(list(futures), loop=client.loop)
             while pending and not stop:
                 batch = stream.next_batch(block=False)
