@@ -20,6 +20,7 @@ class BlocksMixin:
         """The parser as a function fn(S, P) -> offset; a sub-parser (`sub`) is fn(S, P, o) -> offset,
         run from the caller's state, its errors and its reject ending the caller's parse too."""
         subs_before = self.sub_parsers
+        self.compiled_blocks.add(id(decl))
         # locals: evaluated once per packet before the start state
         init_em = Emitter()
         lctx = Ctx(scope, init_em, "parser", name, parser={}, block_role=role)
@@ -207,7 +208,7 @@ class BlocksMixin:
             self.err(f"value_set size must be from 0 to {MAX_VALUE_SET_SIZE}, got {const_text(size.const)}",
                      d.size.loc)
         name = self.qualified(prefix, d.name, d.annos)
-        if name in self.out.value_sets:
+        if name in self.out.value_sets and not self.checking:     # (see compile_table)
             self.err(f"two value sets are both named '{name}'", d.name_loc)
         info = ValueSetInfo(name, elem, size.const, d.annos, d.loc, self.parser_depth)
         info.elem_loc = d.elem.loc
@@ -294,6 +295,7 @@ class BlocksMixin:
 
     # ------------------------------------------------------------------------- controls
     def compile_control(self, decl, name, scope, role):
+        self.compiled_blocks.add(id(decl))
         fn = self.namer.fresh("c_", name)
         em = Emitter()
         em.indent()

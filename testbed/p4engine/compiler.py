@@ -18,6 +18,7 @@ The Compiler is assembled from one mixin per seam; each imports only the leaf mo
 """
 import re
 
+from . import p4types as T
 from .calls import CallsMixin
 from .codegen import Emitter, Namer
 from .compile_blocks import BlocksMixin
@@ -25,7 +26,7 @@ from .compile_decls import DeclarationsMixin
 from .compile_expressions import ExpressionsMixin
 from .compile_statements import StatementsMixin
 from .compile_tables import TablesMixin
-from .compile_values import CORE_ERRORS, NUM_HIDDEN, Scope
+from .compile_values import CORE_ERRORS, Ctx, NUM_HIDDEN, Scope
 from .default_values import DefaultValuesMixin
 from .errors import Loc, P4Error
 from .extern_calls import ExternCallsMixin
@@ -35,8 +36,9 @@ from .program_info import Compiled
 
 class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, ExpressionsMixin, CallsMixin,
                ExternCallsMixin, InvocationsMixin, DefaultValuesMixin):
-    def __init__(self, decls, source_map, filename="<program>", limits=None):
+    def __init__(self, decls, source_map, filename="<program>", limits=None, checking=False):
         self.filename = filename
+        self.checking = checking  # a throwaway Compiler for what nothing instantiates (compile_unused)
         self.limits = limits     # a target's extra limits (bmv2_limits), or None: the engine's own
         self.decls = decls
         self.smap = source_map
@@ -71,6 +73,8 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.extern_function_calls = set()   # (block instance, action or None) of live calls in controls
         self.action_name_clashes = {}    # control-plane name -> the actions declared with it (2 or more)
         self.called_action_infos = {}    # id of the calling ActionInfo (None: a control) -> ids it calls
+        self.compiled_blocks = set()     # ids of the parser/control declarations compiled (any instance)
+        self.declared_functions = []     # (declaration, scope, prefix) of every function declared
 
     # ------------------------------------------------------------------------- diagnostics
     def err(self, msg, loc):
@@ -158,6 +162,14 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         if self.limits is not None:
             self.limits.program_end(self.out.tables.values(), self.out.applied_tables, self.used_actions())
             self.limits.raise_if_breached(self.smap)
+        if self.checking:
+            self.compile_unused()
+        elif self.unused_blocks() or self.uncalled_functions():
+            # p4c's front end type-checks every declaration; this pass compiles only what main
+            # instantiates and calls. What it skipped is compiled by a second Compiler, for its
+            # errors only: that one's output is dropped, so none of it can reach this program's
+            # P4Info, slots or generated Python (p4c's unused-declaration pass removes it too).
+            Compiler(self.decls, self.smap, self.filename, checking=True).compile()
         out = self.out
         out.source = self.em.text()
         out.namespace = self.ns
@@ -165,6 +177,62 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         out.errors = self.errors
         out.slot_names = self.slot_names
         return out
+
+    # ------------------------------------------------------------------------- unused declarations
+    def unused_blocks(self):
+        """(declaration, instance name, constructor arguments, where) of each parser and control
+        no instance compiled: an instance of its own, or, for one with constructor parameters, a
+        global instance main does not take (their values exist only in an instantiation; without
+        one it is left out). Generic ones are left out: the engine has no type variables."""
+        instances = {d.type.name: d for d in reversed(self.decls)
+                     if d.kind == "instance" and d.type.kind == "t_named" and d.type.name in self.blocks}
+        found = []
+        for d in self.blocks.values():
+            if id(d) in self.compiled_blocks or d.tparams:
+                continue
+            if not d.ctor_params:
+                found.append((d, d.name, [], d.loc))
+            elif d.name in instances:
+                instance = instances[d.name]
+                found.append((d, instance.name, instance.args, instance.loc))
+        return found
+
+    def uncalled_functions(self):
+        """Functions (global or local to a compiled block) nothing called; generic ones left out."""
+        compiled = self.__dict__.get("_functions", {})
+        return [f for f in self.declared_functions if id(f[0]) not in compiled and not f[0].proto.tparams]
+
+    def compile_unused(self):
+        """(The throwaway Compiler:) each unused block as an instance of its own, its parameters
+        in storage of their own as a sub-block's are, in no V1Switch role; then the functions
+        nothing called, the blocks' own among them. A block taking extern instances is compiled
+        only when applied with them (SubBlock), so it stays unchecked; so does a function taking
+        one (its parameters get storage, which an extern instance cannot have)."""
+        for d, name, args, loc in self.unused_blocks():
+            if id(d) not in self.compiled_blocks:     # (not already as a sub-block of another)
+                ctx = Ctx(self.globals, Emitter(), d.kind, "")
+                self._check_unused(self.instantiate_block, d, name, args, ctx, loc)
+        for function in self.uncalled_functions():
+            self._check_unused(self._compile_uncalled_function, *function)
+
+    def _compile_uncalled_function(self, decl, scope, prefix):
+        if not any(isinstance(self.resolve_type(p.type), (T.ExternT, T.BlockT)) for p in decl.proto.params):
+            self.compile_function(decl, scope, prefix)
+
+    def _check_unused(self, compile_it, *args):
+        """Errors p4c's front end makes refuse the program; the engine's refusals of what it or
+        BMv2 cannot run (their messages say so, _LIMIT) do not: p4c drops unused code before its
+        back end, and so the program runs. A compile stopped midway leaves no state that could
+        make the next one fail: scopes are the block's, and names no longer clash (checking)."""
+        try:
+            compile_it(*args)
+        except P4Error as e:
+            if not _LIMIT.search(e.diagnostics[0][3]):
+                raise
+
+
+# what the engine's messages say when they refuse a construct p4c's front end accepts
+_LIMIT = re.compile(r"\bengine\b|BMv2|bm2-ss|P4Runtime|not supported|unsupported")
 
 
 def _with_callees(actions, calls):
