@@ -47,6 +47,8 @@ CASES = [
     ("mixed widths in arithmetic", ingress("    apply { hdr.h.b = hdr.h.a + hdr.h.b; }") + TAIL,
      "hdr.h.a + hdr.h.b", ["different types"]),
     ("bad slice", ingress("    apply { hdr.h.a = hdr.h.a[9:2]; }") + TAIL, "hdr.h.a[9:2]", ["out of range"]),
+    ("string as a slice bound (p4_16_errors/expr-bitslice-high-unsupported-type: was a TypeError)",
+     ingress('    apply { hdr.h.a = hdr.h.b["x":0]; }') + TAIL, '"x":0]', ['"x": expected an integer value']),
     ("unknown action in table", ingress("""    table t { key = { hdr.h.a: exact; } actions = { nope; } }
     apply { t.apply(); }""") + TAIL, "nope", ["not an action"]),
     ("unknown match kind", ingress("""    action a() { }

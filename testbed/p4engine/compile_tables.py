@@ -365,6 +365,8 @@ class TablesMixin:
         c = v.const
         if isinstance(c, bool):
             return int(c)
+        if isinstance(c, str):      # a string literal is a constant, but no number (p4c's wording)
+            self.err(f"\"{c}\": expected an integer value", node.loc)
         return c
 
     def emit_table_apply(self, info):
