@@ -111,6 +111,18 @@ extern void unknown_fn(in bit<8> x);
 control U(inout H h) { register<S>(4) r; apply { odd_t o; o.setValid(); unknown_fn(h.h.a); } }"""),
     ("a function taking an extern instance", """
 void f(counter c) { c.count(1); }"""),
+    ("parsers p4c's SimplifyParsers would refuse, which runs once unused ones are gone", """
+parser NoStart(packet_in p) { state begin { transition accept; } }
+parser Loops(packet_in p) { state start { transition start; } }"""),
+    ("a parser instantiated in a control (p4c's Inline refuses it, after removing unused code)", """
+parser Sub(packet_in p) { state start { transition accept; } }
+control U(packet_in p) { Sub() s; apply { s.apply(p); } }"""),
+    ("a header stack's .next read outside extract (the engine cannot run it; p4c accepts it)", """
+header s_t { bit<8> v; }
+struct SH { s_t[2] s; }
+parser UP(packet_in p, inout SH h) {
+    state start { p.extract(h.s.next); transition select(h.s.next.v) { 0: accept; default: start; } }
+}"""),
 ]
 
 

@@ -38,10 +38,10 @@ class BlocksMixin:
                 self.err(f"parser state '{st.name}' declared twice or reserved", st.loc)
             states[st.name] = self.namer.fresh("ps_", f"{name}.{st.name}")
         if "start" not in states:
-            self.err(f"parser {decl.name} has no 'start' state", decl.loc)
+            self.err(f"parser {decl.name} has no 'start' state", decl.loc, late=True)
         if not reaches_an_end(decl):
             self.err(f"parser {decl.name}: parser never reaches accept or reject state "
-                     f"(every path from start loops)", self.name_loc(decl))
+                     f"(every path from start loops)", self.name_loc(decl), late=True)
         for st in decl.states:
             em = Emitter()
             em.line(f"def {states[st.name]}(S, P, o):")
@@ -208,8 +208,8 @@ class BlocksMixin:
             self.err(f"value_set size must be from 0 to {MAX_VALUE_SET_SIZE}, got {const_text(size.const)}",
                      d.size.loc)
         name = self.qualified(prefix, d.name, d.annos)
-        if name in self.out.value_sets and not self.checking:     # (see compile_table)
-            self.err(f"two value sets are both named '{name}'", d.name_loc)
+        if name in self.out.value_sets:
+            self.err(f"two value sets are both named '{name}'", d.name_loc, late=True)
         info = ValueSetInfo(name, elem, size.const, d.annos, d.loc, self.parser_depth)
         info.elem_loc = d.elem.loc
         self.out.value_sets[name] = info

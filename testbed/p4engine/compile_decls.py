@@ -722,8 +722,8 @@ class DeclarationsMixin:
             self.err(f"extern '{tname}' cannot be instantiated by this engine (outside the subset)", loc)
         info.pyname = self.namer.fresh("X_", name)
         self.ns[info.pyname] = info.obj
-        if name in self.out.externs and not self.checking:     # (see compile_table)
-            self.err(f"two instances are both named '{name}'", loc)
+        if name in self.out.externs:
+            self.err(f"two instances are both named '{name}'", loc, late=True)
         self.out.externs[name] = info
         return info
 
@@ -798,9 +798,9 @@ class DeclarationsMixin:
             params.append((p, pt, v))
         if bdecl.kind == "parser":
             if ctx.where != "parser":
-                self.err(f"a parser ({bdecl.name}) can only be instantiated in a parser", loc)
+                self.err(f"a parser ({bdecl.name}) can only be instantiated in a parser", loc, late=True)
         elif ctx.where != "control":
-            self.err(f"a control ({bdecl.name}) can only be instantiated in a control", loc)
+            self.err(f"a control ({bdecl.name}) can only be instantiated in a control", loc, late=True)
         block = SubBlock(bdecl, name, scope, ctx.block_role, extern_params)
         fn = block if extern_params else block.compile(self)
         return (fn, params, name, bdecl.kind)
@@ -879,5 +879,5 @@ class SubBlock:
             self.bound = (chosen, self.compile(compiler))
         elif self.bound[0] != chosen:
             compiler.err(f"{self.name} is applied again with other extern instances "
-                         f"({self.bound[0]} before); declare a second instance", loc)
+                         f"({self.bound[0]} before); declare a second instance", loc, late=True)
         return self.bound[1]

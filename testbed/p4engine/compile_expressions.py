@@ -4,7 +4,7 @@ import operator
 
 from . import p4types as T
 from .codegen import slot_add
-from .compile_values import agg, const_arith, const_text, lit, lv, py_op, Sym, Val, wrap
+from .compile_values import agg, const_arith, const_text, lit, lv, NEXT_OUTSIDE_EXTRACT, py_op, Sym, Val, wrap
 from .program_info import expr_text
 from .resource_limits import MAX_CONST_SHIFT
 
@@ -199,7 +199,7 @@ class ExpressionsMixin:
             return Val("stack_next", base.type.field_type(name), slot=base.slot, info=base.info,
                        name=name, loc=n.loc)
         if base.kind == "stack_next":
-            self.err("use .next only as an extract target", n.loc)
+            self.err(NEXT_OUTSIDE_EXTRACT, n.loc)
         if base.kind == "apply":
             if name == "hit":
                 return Val("rv", T.BOOL, f"{base.code}[0]")

@@ -1,7 +1,7 @@
 """Statements: assignment, if, switch, for loops, blocks, exit/return (a Compiler mixin)."""
 from . import p4types as T
 from .codegen import slot_add
-from .compile_values import agg, lv
+from .compile_values import agg, lv, NEXT_OUTSIDE_EXTRACT
 from .syntax import Node
 
 MAX_LOOP_PASSES = 1 << 20       # passes of one run of a for loop before its packet faults
@@ -358,6 +358,8 @@ class StatementsMixin:
                     em.line(f"S[{slot}] = 0")
                 return
             self.err(f"cannot assign {rhs.type} to {lhs.type}", loc)
+        if lhs.kind == "stack_next":
+            self.err(NEXT_OUTSIDE_EXTRACT, loc)
         if lhs.kind != "lv":
             self.err("the left side of this assignment cannot be assigned to", loc)
         rv = self.convert(self.scalar(rhs, loc), lhs.type, loc)

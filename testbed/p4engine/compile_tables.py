@@ -20,10 +20,8 @@ class TablesMixin:
         self._table_properties(info, ctx, prefix)
         self._complete_table(info, ctx)
         info.obj = self._runtime_table(info, ctx)
-        if name in self.out.tables and not self.checking:
-            # p4c checks control-plane names once unused declarations are gone: an unused
-            # block (compiled by a checking Compiler with all the rest) clashes with nothing
-            self.err(f"two tables are both named '{name}'", d.loc)
+        if name in self.out.tables:
+            self.err(f"two tables are both named '{name}'", d.loc, late=True)
         self.out.tables[name] = info
         self.emit_table_apply(info)
         return info

@@ -16,6 +16,8 @@ NUM_HIDDEN = 13
 CORE_ERRORS = ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
                "ParserTimeout", "ParserInvalidArgument"]
 SUPPORTED_MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "selector")
+# p4c reads and writes `hs.next` anywhere in a parser; the engine only extracts into it
+NEXT_OUTSIDE_EXTRACT = "this engine supports a header stack's .next only as an extract target"
 
 
 class Val:

@@ -77,8 +77,13 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.declared_functions = []     # (declaration, scope, prefix) of every function declared
 
     # ------------------------------------------------------------------------- diagnostics
-    def err(self, msg, loc):
-        raise P4Error(msg, loc, self.smap)
+    def err(self, msg, loc, late=False):
+        """`late`: a check p4c makes only on what is left once its unused-declaration pass has
+        removed what nothing uses (its SimplifyParsers, Inline, P4Runtime names): no error in
+        unused code (compile_unused)."""
+        error = P4Error(msg, loc, self.smap)
+        error.late = late
+        raise error
 
     def note_use(self, kind, name, ctx):
         """Live code of the block being compiled applies table `name` (kind "tables"), calls action
@@ -220,14 +225,14 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             self.compile_function(decl, scope, prefix)
 
     def _check_unused(self, compile_it, *args):
-        """Errors p4c's front end makes refuse the program; the engine's refusals of what it or
-        BMv2 cannot run (their messages say so, _LIMIT) do not: p4c drops unused code before its
-        back end, and so the program runs. A compile stopped midway leaves no state that could
-        make the next one fail: scopes are the block's, and names no longer clash (checking)."""
+        """Errors p4c's front end makes refuse the program. Late ones (see err) do not, nor the
+        engine's refusals of what it or BMv2 cannot run (their messages say so, _LIMIT): p4c
+        drops unused code before it looks, so the program runs. A compile stopped midway leaves
+        no state that could make the next one fail: scopes are the block's, names clash late."""
         try:
             compile_it(*args)
         except P4Error as e:
-            if not _LIMIT.search(e.diagnostics[0][3]):
+            if not getattr(e, "late", False) and not _LIMIT.search(e.diagnostics[0][3]):
                 raise
 
 
