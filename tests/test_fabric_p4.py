@@ -652,15 +652,23 @@ def test_setting_a_knob_twice_writes_nothing_the_second_time(fab):
 
 
 def test_a_second_controller_learns_the_knobs_from_the_switch(fab):
+    """The CLI's and the TE app's sessions open beside the fabric controller's and read what it
+    wrote. On BMv2 (PI has no roles: one arbitration per device) they need election ids of their
+    own: with the fabric controller's they got "Election id already exists"."""
     from testbed.control import FabricController
+    from testbed.control.cli import CLI_ELECTION_ID, CLI_ROLE
+    from testbed.te.programmer import TE_ELECTION_ID, TE_ROLE
     fab.ctl.set_hash_mode("flowlet", qp_aware=True)
     fab.ctl.set_pfc(30, 10, priorities=(3, 5), pause_us=5000)
-    other = FabricController(fab.clos, switches=["leaf1"], role="second")
+    others = [FabricController(fab.clos, switches=["leaf1"], role=role, election_id=eid)
+              for role, eid in ((TE_ROLE, TE_ELECTION_ID), (CLI_ROLE, CLI_ELECTION_ID))]
     try:
-        other.connect(timeout=5)
-        assert other.get_knobs("leaf1") == fab.ctl.get_knobs("leaf1")
+        for other in others:
+            other.connect(timeout=5)
+            assert other.get_knobs("leaf1") == fab.ctl.get_knobs("leaf1")
     finally:
-        other.close()
+        for other in others:
+            other.close()
 
 
 def test_bad_knobs_are_refused_before_anything_is_written(fab):

@@ -28,6 +28,12 @@ from testbed.argtypes import number, whole
 from testbed.switch import buffers
 
 CLI_ROLE = "cli"
+#: The CLI session's election id: above the fabric controller's (0, 1) and the TE app's (0, 2).
+#: Roles keep the three apart on a P4Runtime server that has them (the engine's); BMv2's
+#: simple_switch_grpc (PI) has none and arbitrates every stream of a device as one, refusing
+#: a second stream with an election id in use ("Election id already exists"). There a command
+#: is primary for its own short session, then the session below it is again.
+CLI_ELECTION_ID = (0, 3)
 
 
 def register(sub, name, help_text):
@@ -147,6 +153,8 @@ def open_controller(args, role=CLI_ROLE, **options):
     from testbed.control import FabricController
     clos = load_clos(args)
     switches = getattr(args, "switch", None) or getattr(args, "switches", None) or None
+    if role == CLI_ROLE:
+        options.setdefault("election_id", CLI_ELECTION_ID)
     return FabricController(clos, switches=switches, role=role, connect_timeout=args.timeout,
                             down_links=read_down_links(args.fabric), **options)
 

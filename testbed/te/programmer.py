@@ -191,7 +191,9 @@ class FabricProgrammer(OverrideProgrammer):
 #: (the overrides) without taking primaryship away from the fabric controller that
 #: booted the fabric (which keeps the default role).
 TE_ROLE = "te"
-TE_ELECTION_ID = (0, 1)
+#: Above the fabric controller's (0, 1): BMv2's P4Runtime server (PI) has no roles and refuses
+#: a stream whose election id another stream of the device holds (testbed/control/cli.py).
+TE_ELECTION_ID = (0, 2)
 
 
 def _te_session_options(controller_cls):
