@@ -37,10 +37,10 @@ from pathlib import Path
 from statistics import median
 
 from testbed.labs.base import Column, aligned
+from testbed.switch.pcap import MAGIC_NSEC, MAGIC_USEC
 
 _FILE_HEADER = struct.Struct("<IHHiIII")
 _RECORD = struct.Struct("<IIII")
-_MAGIC_NS, _MAGIC_US = 0xA1B23C4D, 0xA1B2C3D4   # testbed/switch/pcap.py writes both
 _ROCE_PORT = (4791).to_bytes(2, "big")     # RoCEv2's UDP destination port
 
 # The table `rocelab captures` prints, and the flowlet lab's captures table.
@@ -73,9 +73,9 @@ class _Capture:
         if len(self.data) < _FILE_HEADER.size:
             raise CaptureError(f"{path}: not a pcap file (shorter than a pcap header)")
         magic, *_ = _FILE_HEADER.unpack_from(self.data)
-        if magic not in (_MAGIC_NS, _MAGIC_US):
+        if magic not in (MAGIC_NSEC, MAGIC_USEC):
             raise CaptureError(f"{path}: not a little-endian pcap file")
-        self.to_ns = 1 if magic == _MAGIC_NS else 1000
+        self.to_ns = 1 if magic == MAGIC_NSEC else 1000
         self.offset = _FILE_HEADER.size
         self.records = 0
 
