@@ -147,3 +147,23 @@ def test_failures_on_several_switches_come_back_together_each_named():
                                                "  switch leaf3: no answer within 1 s (read)"]
     with pytest.raises(ZeroDivisionError):                            # a bug is not dressed up
         _on_each(names, lambda name: 1 / 0, "pipeline push")
+
+
+def test_a_connect_that_fails_on_one_switch_closes_the_sessions_it_opened(fabric):
+    """CI once saw a fabric whose spine did not answer leave the other switches' stream threads
+    running into later tests: connect() is all or nothing."""
+    import threading
+    from testbed.control import ControlError, FabricController
+    clos, _ = fabric
+    nobody = f"127.0.0.1:{_free_port()}"            # bound and released: nothing listens there
+    ctl = FabricController(clos, switches=["leaf1", "spine1"], addresses={"spine1": nobody},
+                           connect_timeout=1.0)
+    with pytest.raises(ControlError, match=rf"spine1: no P4Runtime server answers at {nobody}"):
+        ctl.connect()
+    assert not ctl.connections["leaf1"].connected
+    assert [t.name for t in threading.enumerate() if t.name.startswith("p4rt-client-")] == []
+    again = FabricController(clos, switches=["leaf1"], connect_timeout=10).connect()   # leaf1 was released
+    try:
+        assert again.connections["leaf1"].client.is_primary
+    finally:
+        again.close()

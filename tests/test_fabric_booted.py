@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from test_net_boot import _engine_available, _our_interfaces
+from port_blocks import grpc_base
 
 pytestmark = [
     pytest.mark.mininet,
@@ -20,7 +21,7 @@ pytestmark = [
 ]
 
 PREFIX = f"rf{os.getpid() % 100000}"
-GRPC_BASE = 40000 + (os.getpid() % 1000) * 20
+GRPC_BASE = grpc_base(slot=2)
 ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
 
 

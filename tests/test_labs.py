@@ -11,6 +11,7 @@ import pytest
 
 from testbed.labs import cli, metrics
 from testbed.labs.base import SCHEMA, build_clos, run_lab
+import port_blocks
 
 ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -227,7 +228,7 @@ def test_quick_ecmp_lab_runs_for_real_and_cleans_up(tmp_path):
     if missing:
         pytest.skip(f"engine switch not available: {', '.join(missing)}")
     prefix = f"lb{os.getpid() % 100000}"
-    grpc_base = 31000 + (os.getpid() % 1000) * 20
+    grpc_base = port_blocks.grpc_base(slot=5)
     state = tmp_path / "state"
     out = tmp_path / "lab"
     result = run_lab(cli.load("ecmp"), out, quick=True, name_prefix=prefix, grpc_base_port=grpc_base,

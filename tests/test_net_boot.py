@@ -9,8 +9,10 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,13 +21,15 @@ import pytest
 from testbed import REPO_ROOT
 from testbed.clos import ClosSpec, build
 
+from port_blocks import grpc_base
+
 pytestmark = [
     pytest.mark.mininet,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces and veths"),
 ]
 
 PREFIX = f"rn{os.getpid() % 100000}"
-GRPC_BASE = 20000 + (os.getpid() % 1000) * 20
+GRPC_BASE = grpc_base(slot=0)
 ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
 TOPO = str(REPO_ROOT / "topologies" / "clos.py")
 
@@ -298,3 +302,46 @@ def test_bad_shape_is_rejected_before_anything_exists(tmp_path):
     assert res.returncode == 2
     assert "--rails 2 must divide --leaves 3" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "state").exists() and _our_interfaces() == []
+
+
+@pytest.mark.parametrize("server, offset", [("P4Runtime", 0), ("agent", 100)])
+def test_a_taken_switch_port_is_refused_before_anything_exists(tmp_path, server, offset):
+    """A switch whose agent port was taken used to exit after the fabric saw it ready: both of
+    an engine switch's ports are checked up front."""
+    from testbed.net.fabric import FabricError, FabricNet
+    clos = build(ClosSpec(spines=1, leaves=2, hosts_per_leaf=1, grpc_base_port=GRPC_BASE))
+    port = clos.switches["leaf2"].grpc_port + offset
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # as servers do: TIME_WAITs of earlier tests
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        with pytest.raises(FabricError, match=rf"^leaf2: {server} port {port} is in use"):
+            with FabricNet(clos, target="engine", out_dir=tmp_path / "out", name_prefix=PREFIX,
+                           state_dir=tmp_path / "state"):
+                pass
+    assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists() and _our_interfaces() == []
+
+
+def test_a_switch_that_dies_after_answering_is_named_with_its_log(tmp_path, monkeypatch):
+    """CI saw 'spine2: no P4Runtime server answers ... no arbitration answer' for a switch that
+    had exited: the fabric says which switch process exited, how, and what it logged last."""
+    from testbed.net import nodes
+    from testbed.net.fabric import FabricNet
+    from testbed.net.fabric_errors import SwitchStartError
+    ready = nodes.P4Switch.wait_ready
+
+    def ready_then_killed(node, deadline):
+        ready(node, deadline)
+        if node.name == "leaf2":
+            node.proc.kill()
+            node.proc.wait()
+    monkeypatch.setattr(nodes.P4Switch, "wait_ready", ready_then_killed)
+    clos = build(ClosSpec(spines=1, leaves=2, hosts_per_leaf=1, grpc_base_port=GRPC_BASE))
+    with pytest.raises(SwitchStartError) as failure:
+        with FabricNet(clos, target="engine", out_dir=tmp_path / "out", pcap=False, name_prefix=PREFIX,
+                       state_dir=tmp_path / "state", controller_options={"connect_timeout": 1.0}):
+            pass
+    text = str(failure.value)
+    assert text.startswith("leaf2: switch process exited while being programmed (status -9); end of ")
+    assert "rocelab switch: ports" in text                     # its log's last lines
+    assert _our_interfaces() == [] and not [t for t in threading.enumerate() if t.name.startswith("p4rt-client-")]

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from test_net_boot import _engine_available, _marked_processes, _our_interfaces
+from port_blocks import grpc_base
 
 pytestmark = [
     pytest.mark.mininet,
@@ -22,7 +23,7 @@ pytestmark = [
 ]
 
 PREFIX = f"rx{os.getpid() % 100000}"
-GRPC_BASE = 30000 + (os.getpid() % 1000) * 20
+GRPC_BASE = grpc_base(slot=1)
 ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
 SUMMARY_KEYS = {"schema", "name", "started", "duration_s", "traffic_s", "target", "config", "scale", "links",
                 "queues", "hosts", "collective", "p4", "pcap_dir", "plots", "errors"}

@@ -7,9 +7,10 @@ import pytest
 from test_net_boot import _engine_available, _our_interfaces
 from testbed.clos import ClosSpec, build
 from testbed.net.experiment import Experiment, FabricSettings, job_for
+from port_blocks import grpc_base
 
 PREFIX = f"sv{os.getpid() % 100000}"
-GRPC_BASE = 20000 + (os.getpid() % 500) * 20   # below the ephemeral range
+GRPC_BASE = grpc_base(slot=4)
 
 
 def uplink_max_mean(summary):

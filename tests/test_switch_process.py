@@ -119,3 +119,29 @@ def test_pcap_makes_its_directory_and_refuses_a_file(tmp_path):
     res = subprocess.run([ROCELAB, "switch", "--pcap", __file__], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         f"rocelab switch: --pcap: {__file__!r} exists and is not a directory"]
+
+
+def test_a_taken_agent_port_stops_the_switch_before_p4runtime_answers():
+    """The fabric takes an answering P4Runtime port for a switch that is up: a switch whose agent
+    cannot listen must exit without its P4Runtime port ever having answered (it used to open
+    P4Runtime first, so a fabric could see it ready and then find nothing there)."""
+    grpc_port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        agent_addr = f"127.0.0.1:{taken.getsockname()[1]}"
+        proc = subprocess.Popen([ROCELAB, "switch", "--grpc-server-addr", f"127.0.0.1:{grpc_port}",
+                                 "--agent-addr", agent_addr], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        answered = 0
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", grpc_port), timeout=0.2):
+                    answered += 1
+            except OSError:
+                time.sleep(0.002)
+        proc.wait(timeout=10)
+    assert proc.returncode == 1 and answered == 0
+    err = proc.stderr.read()
+    assert "rocelab switch:" in err and "Address already in use" in err and "Traceback" not in err, err

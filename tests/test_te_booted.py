@@ -18,6 +18,7 @@ import pytest
 from testbed.cleanup import Ledger
 from testbed.clos import ClosSpec, build
 from testbed.te.programmer import normalize_counters
+from port_blocks import grpc_base
 
 ROCELAB = os.path.join(os.path.dirname(sys.executable), "rocelab")
 PREFIX = f"rlte{os.getpid() % 1000}"  # + device id + "p" + port: at most 11 characters
@@ -67,7 +68,7 @@ def _rest(url, method, path, body=None):
 def booted(tmp_path_factory):
     from testbed.net.fabric import FabricNet
     tmp = tmp_path_factory.mktemp("te_booted")
-    base = 40000 + (os.getpid() % 2000) * 10
+    base = grpc_base(slot=3)
     clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=2, link_rate_mbps=10, grpc_base_port=base))
     fabric = tmp / "fabric.json"
     clos.save(fabric)

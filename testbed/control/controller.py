@@ -79,14 +79,23 @@ class FabricController:
     # ------------------------------------------------------------------ session
     def connect(self, timeout=None):
         """Open a P4Runtime session to every switch, all at once (waits up to `timeout` s for
-        each to answer)."""
+        each to answer). All or nothing: if a switch does not answer, the sessions this call
+        opened are closed again (their threads would outlive a caller that never got a controller)."""
+        opened = []
+
         def open_session(name):
             conn = self.connections[name]
             if not conn.connected:
                 conn.packet_in_handler = self._on_packet_in
                 conn.connect(self.connect_timeout if timeout is None else timeout)
+                opened.append(conn)
         with self._lock:
-            _on_each(self.names, open_session, "connecting")
+            try:
+                _on_each(self.names, open_session, "connecting")
+            except BaseException:
+                for conn in opened:
+                    conn.close()
+                raise
         return self
 
     def close(self):

@@ -108,10 +108,18 @@ class FabricNet:
             raise FabricError(f"interface(s) {', '.join(clashes[:4])} already exist: another run is using "
                               "these names (finish it, or `rocelab clean` after a crash)")
         if self.target in ("engine", "bmv2"):
+            from testbed.switch.cli import AGENT_PORT_OFFSET
             for sw in self.clos.switches.values():
                 if not _port_free(sw.grpc_port):
                     raise FabricError(f"{sw.name}: P4Runtime port {sw.grpc_port} is in use "
                                       "(another fabric? choose --grpc-base-port)")
+                # the switch's second server: the engine's agent moves with the base port,
+                # BMv2's Thrift runtime does not
+                if self.target == "engine" and not _port_free(sw.grpc_port + AGENT_PORT_OFFSET):
+                    raise FabricError(f"{sw.name}: agent port {sw.grpc_port + AGENT_PORT_OFFSET} is in use "
+                                      "(another fabric? choose --grpc-base-port)")
+                if self.target == "bmv2" and not _port_free(sw.thrift_port):
+                    raise FabricError(f"{sw.name}: Thrift port {sw.thrift_port} is in use (another BMv2 running?)")
 
     def check_bmv2_limits(self):
         """p4c-bm2-ss would refuse the program once the switches are up: say where, before."""
@@ -239,9 +247,16 @@ class FabricNet:
                               "use --target kernel to boot without P4") from None
         t = time.monotonic()
         ctl = FabricController(self.clos, program=self.program, target=self.target, **self.controller_options)
-        ctl.connect()
-        ctl.push_pipeline()
-        ctl.install_defaults()
+        try:
+            ctl.connect()
+            ctl.push_pipeline()
+            ctl.install_defaults()
+        except BaseException:
+            ctl.close()
+            # "no P4Runtime server answers" says less than the switch's own last words
+            for node in self.switches:
+                node.check_running(when="being programmed")
+            raise
         self.controller = ctl
         if self.target == "bmv2":
             # BMv2 ports have no MAC: the program punts PFC frames and the agent pauses the queue.

@@ -179,19 +179,26 @@ class P4Switch(RecordedNode, Switch):
         """Block until the P4Runtime port accepts connections, or raise SwitchStartError."""
         host, port = self.grpc_addr.rsplit(":", 1)
         while True:
-            if self.proc is None or self.proc.poll() is not None:
-                raise SwitchStartError(f"{self.name}: switch process exited (status "
-                                       f"{None if self.proc is None else self.proc.returncode}); "
-                                       f"end of {self.log_path}:\n{self.log_tail()}")
+            self.check_running()
             try:
-                with socket.create_connection((host, int(port)), timeout=0.2):
-                    return
+                with socket.create_connection((host, int(port)), timeout=0.2) as probe:
+                    # A port in the ephemeral range can connect to itself (TCP simultaneous
+                    # open) while nothing listens: that is not the switch answering.
+                    if probe.getsockname() != probe.getpeername():
+                        return
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 raise SwitchStartError(f"{self.name}: P4Runtime {self.grpc_addr} not up in time; "
                                        f"end of {self.log_path}:\n{self.log_tail()}")
             time.sleep(0.05)
+
+    def check_running(self, when="starting"):
+        """Raise SwitchStartError, with the end of the switch's log, if its process has exited."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise SwitchStartError(f"{self.name}: switch process exited while {when} (status "
+                                   f"{None if self.proc is None else self.proc.returncode}); "
+                                   f"end of {self.log_path}:\n{self.log_tail()}")
 
     def log_tail(self, lines=15):
         try:

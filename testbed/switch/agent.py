@@ -205,7 +205,8 @@ class AgentServer:
         return self
 
     def stop(self):
-        self._server.shutdown()
+        if self._thread.is_alive():      # shutdown() waits for serve_forever, which may never have run
+            self._server.shutdown()
         self._server.server_close()
 
 

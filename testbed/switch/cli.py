@@ -189,10 +189,16 @@ def run(args):
                              compiler=partial(compile_device_config, target=args.target))
     agent_server = None
     try:
-        server.start()
+        # The agent's port is bound first: once the P4Runtime port answers (what the fabric
+        # waits for), the switch is up, and not about to exit because the agent's port is taken.
         if agent_addr.lower() != "none":
-            agent_server = AgentServer(EngineAgent(switch), agent_addr).start()
+            agent_server = AgentServer(EngineAgent(switch), agent_addr)
+        server.start()
+        if agent_server:
+            agent_server.start()
     except (OSError, ValueError) as exc:
+        if agent_server:
+            agent_server.stop()
         server.stop()
         switch.close()
         return _fail(str(exc), 1)
