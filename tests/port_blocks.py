@@ -5,22 +5,13 @@ agent). Bases here lie below the kernel's ephemeral range (32768 up): a port in 
 can be the source port of any outgoing connection on the machine, and a switch that finds its
 port taken exits. `slot` keeps one test process's modules apart, the pid concurrent runs."""
 import os
-import socket
+
+from testbed.net.fabric import _port_free
 
 LOW, HIGH = 10000, 32500            # ip_local_port_range starts at 32768
 BLOCK = 250                         # P4Runtime and agent ports of up to 99 switches
 SLOTS = 8
 BLOCKS = (HIGH - LOW) // BLOCK
-
-
-def _free(port):
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def grpc_base(slot, devices=40):
@@ -29,6 +20,6 @@ def grpc_base(slot, devices=40):
     first = (os.getpid() % (BLOCKS // SLOTS)) * SLOTS + slot
     for i in range(BLOCKS):
         base = LOW + ((first + i) % BLOCKS) * BLOCK
-        if all(_free(base + d) and _free(base + 100 + d) for d in range(1, devices + 1)):
+        if all(_port_free(base + d) and _port_free(base + 100 + d) for d in range(1, devices + 1)):
             return base
     raise RuntimeError(f"no block of free ports in {LOW}..{HIGH}")
