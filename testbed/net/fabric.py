@@ -251,11 +251,12 @@ class FabricNet:
             ctl.connect()
             ctl.push_pipeline()
             ctl.install_defaults()
-        except BaseException:
+        except BaseException as exc:
             ctl.close()
-            # "no P4Runtime server answers" says less than the switch's own last words
-            for node in self.switches:
-                node.check_running(when="being programmed")
+            if isinstance(exc, Exception):     # (a Ctrl-C stays a Ctrl-C)
+                # "no P4Runtime server answers" says less than the switch's own last words
+                for node in self.switches:
+                    node.check_running(when="being programmed")
             raise
         self.controller = ctl
         if self.target == "bmv2":
