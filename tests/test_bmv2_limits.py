@@ -62,7 +62,9 @@ def test_shift_amounts_bmv2_accepts_pass_and_each_too_wide_one_is_listed():
     ok = program(ingress="""        hdr.eth.type = hdr.eth.type << (bit<8>)sm.ingress_port;
         hdr.eth.type = hdr.eth.type >> 8w3;
         hdr.eth.type = hdr.eth.type << 200;
-        hdr.eth.type = (bit<16>)(16w1 << 9w3);""")       # constant operands fold away
+        hdr.eth.type = (bit<16>)(16w1 << 9w3);
+        hdr.eth.type = 16w0 >> hdr.eth.type;
+        hdr.eth.type = 16w0 << sm.ingress_port;""")     # constant operands, or zero shifted, fold away
     compile_source(ok, "prog.p4", target="bmv2")
     errors = bmv2_errors(program(ingress="""        hdr.eth.type = hdr.eth.type >> meta.wide;
         hdr.eth.type = hdr.eth.type << 16w2;
@@ -87,9 +89,44 @@ def test_a_bool_action_parameter_is_refused():
     assert len(errors) == 1 and errors[0][2].startswith("[bmv2 action-params] action parameter 'flag'")
 
 
-def test_a_for_loop_is_refused():
+def test_a_for_loop_in_an_apply_block_is_refused():
     errors = bmv2_errors(program(ingress="        for (bit<8> i = 0; i < 4; i = i + 1) { hdr.eth.type = hdr.eth.type + 1; }"))
     assert [(line, msg.split("]")[0]) for line, _, msg in errors] == [(LINE0, "[bmv2 loops")]
+    assert "only inside an action's body" in errors[0][2]
+
+
+def test_a_for_loop_inside_an_action_passes_as_p4c_bm2_ss_1_2_5_16_accepts_it():
+    # p4c's BMv2 back end turns it into _jump/_jump_if_zero primitives (since 1.2.5.12)
+    action = """    action count_up() {
+        for (bit<8> i = 0; i < hdr.eth.dst[7:0]; i = i + 1) {
+            if (i == 3) { continue; }
+            hdr.eth.type = hdr.eth.type + 1;
+            if (hdr.eth.type == 100) { break; }
+        }
+    }"""
+    compile_source(program(ingress_locals=action, ingress="        count_up();"), "prog.p4", target="bmv2")
+
+
+def test_a_for_in_loop_is_refused_even_inside_an_action():
+    action = """    action sum() {
+        for (bit<8> i in 1 .. 4) { hdr.eth.type = hdr.eth.type + (bit<16>)i; }
+    }"""
+    text = program(ingress_locals=action, ingress="        sum();")
+    loop_line = next(n for n, line in enumerate(text.splitlines(), 1) if "for (bit<8> i in" in line)
+    assert [(line, msg.split(" (")[0]) for line, _, msg in bmv2_errors(text)] == [
+        (loop_line, "[bmv2 loops] for-in loops are not supported on this target")]
+
+
+def test_hash_and_checksum_data_must_be_a_list_struct_or_header():
+    # p4c-bm2-ss makes a field list of it (convertToList) and says "expected a struct" otherwise
+    ok = program(ingress="""        hash(meta.wide, HashAlgorithm.crc16, 16w0, { hdr.eth.type }, 16w1024);
+        hash(meta.wide, HashAlgorithm.crc16, 16w0, hdr.eth, 16w1024);""")
+    compile_source(ok, "prog.p4", target="bmv2")
+    errors = bmv2_errors(program(ingress="        hash(meta.wide, HashAlgorithm.crc16, 16w0, hdr.eth.type, 16w1024);",
+                                 compute="update_checksum(true, hdr.eth.src, hdr.eth.type, HashAlgorithm.csum16);"))
+    assert [(line, msg.split(";")[0]) for line, _, msg in errors] == [
+        (LINE0, "[bmv2 field-list] hash: its data hdr.eth.type is a bit<16>"),
+        (LINE0 + 4, "[bmv2 field-list] update_checksum: its data hdr.eth.src is a bit<48>")]
 
 
 def test_checksum_controls_hold_only_checksum_calls_without_computations():

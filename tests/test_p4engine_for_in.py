@@ -77,4 +77,4 @@ def test_for_in_misuse_is_refused_where_it_is(body, message):
 def test_bmv2_target_refuses_for_in_loops_as_p4c_bm2_ss_does():
     with pytest.raises(P4Error) as e:
         compile_source(PROGRAM.replace("BODY", "for (bit<8> i in 1 .. 2) { n = n + i; }"), target="bmv2")
-    assert "for loops are not supported on this target" in str(e.value)
+    assert "[bmv2 loops] for-in loops are not supported on this target" in str(e.value)

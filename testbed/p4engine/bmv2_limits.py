@@ -12,8 +12,10 @@ backends/bmv2 (1.2.5):
                     (common/lower.cpp, LowerExpressions::shift, ERR_OVERLIMIT)
   lpm-keys          at most one lpm key per table (common/control.h)
   action-params     action data is bit<W> or int<W> only: no bool (common/action.cpp)
-  loops             no for loops (common/check_unsupported.h; 1.2.5.12 and later accept
-                    them inside action bodies only, so a program meant for 1.2.5 avoids them)
+  loops             for (init; cond; update) loops only inside action bodies, which the back end
+                    turns into _jump/_jump_if_zero primitives (common/action.cpp, from 1.2.5.12
+                    on, so in the 1.2.5.16 testbed/install/build-bmv2.sh builds); none in an
+                    apply block or a function; no for-in loops anywhere (common/check_unsupported.h)
   checksum-control  verifyChecksum/computeChecksum contain only verify_checksum* /
                     update_checksum* calls whose field lists do no computation, and applies of
                     controls that do the same, given fields or headers (p4c inlines them)
@@ -31,6 +33,9 @@ backends/bmv2 (1.2.5):
   variable-slice    a +: slice's low index is a compile-time constant: p4c's StrengthReduction turns
                     only those into plain slices, and the BMv2 back end has no conversion for the
                     rest (common/expression.cpp stops with "Unhandled case")
+  field-list        the data hash() and the checksum functions compute over is a list, a struct
+                    or a header: p4c-bm2-ss makes a field list of it and refuses anything else
+                    ("expected a struct"; common/helpers.cpp, convertToList)
   deprecated-externs  v1model's deprecated mark_to_drop(), clone3, resubmit(data) and
                     recirculate(data), which the engine runs as older BMv2 did: p4c-bm2-ss has no
                     conversion for them (simple_switch/simpleSwitch.cpp converts only the
@@ -89,11 +94,13 @@ class Bmv2Limits:
             raise P4Error(None, source_map=source_map, diagnostics=ordered)
 
     # ------------------------------------------------------------------ expressions
-    def shift(self, node, amount):
-        """`node` shifts by `amount` (a typed value); both constant means it is folded away."""
+    def shift(self, node, value, amount):
+        """`node` shifts `value` by `amount` (typed values); both constant means it is folded away."""
         width = getattr(amount.type, "width", None)
         if amount.is_const and amount.const == 0:
             return                  # p4c folds a shift by zero into its left operand
+        if value.is_const and value.const == 0:
+            return                  # and a shift of zero into zero, once side effects are hoisted
         if width is not None and width > MAX_SHIFT_BITS:
             self._breach("shift-amount", node.loc,
                          f"{expr_text(node)}: shift amount limited to {MAX_SHIFT_BITS} bits on this target "
@@ -101,6 +108,13 @@ class Bmv2Limits:
         elif width is None and amount.is_const and amount.const > MAX_SHIFT_CONSTANT:
             self._breach("shift-amount", node.loc,
                          f"{expr_text(node)}: shift amount limited to {MAX_SHIFT_CONSTANT} on this target")
+
+    def field_list(self, fname, arg, data):
+        """The data argument `arg` of hash() or a checksum function, compiled to `data`."""
+        from . import p4types as T
+        if not isinstance(data.type, (T.FieldsT, T.ListT)):
+            self._breach("field-list", arg.loc, f"{fname}: its data {expr_text(arg)} is a {data.type}; this "
+                         f"target computes over a list of fields only (write {{{expr_text(arg)}}})")
 
     # ------------------------------------------------------------------ declarations
     def action_param(self, param, ptype):
@@ -199,9 +213,14 @@ class Bmv2Limits:
                      "back end stops with a compiler bug, 'Unhandled case')")
 
     # ------------------------------------------------------------------ statements
-    def loop(self, stmt):
-        self._breach("loops", stmt.loc, "for loops are not supported on this target "
-                     "(p4c-bm2-ss 1.2.5 refuses them; unroll the loop)")
+    def loop(self, stmt, in_action):
+        if stmt.kind == "for_in":
+            self._breach("loops", stmt.loc, "for-in loops are not supported on this target (p4c-bm2-ss "
+                         "refuses them; write a for (init; cond; update) loop inside an action, or unroll it)")
+        elif not in_action:
+            # p4c also inlines functions into their callers; the engine does not follow them there
+            self._breach("loops", stmt.loc, "for loops are supported on this target only inside an action's "
+                         "body (p4c-bm2-ss turns those into jumps); move the loop into an action, or unroll it")
 
     def control(self, decl, role):
         """A control's body, once per control declaration compiled in `role`."""

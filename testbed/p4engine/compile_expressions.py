@@ -467,7 +467,7 @@ class ExpressionsMixin:
                          f"{T.BitT(b.type.width)})", n.right.loc)
             t = a.type
             if self.limits is not None and not (a.is_const and b.is_const):
-                self.limits.shift(n, b)
+                self.limits.shift(n, a, b)
             if a.is_const and b.is_const:
                 if b.const < 0:
                     self.err(f"negative shift amount {const_text(b.const)}", n.right.loc)

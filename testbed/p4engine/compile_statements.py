@@ -100,7 +100,7 @@ class StatementsMixin:
         if ctx.where == "parser":
             self.err("for loops are not allowed in a parser state", s.loc)
         if self.limits is not None:
-            self.limits.loop(s)
+            self.limits.loop(s, in_action=ctx.action is not None)
         for item in s.init:
             self.stmt(item, c)
         first, passes = c.temp(), c.temp()
@@ -136,7 +136,7 @@ class StatementsMixin:
         if ctx.where == "parser":
             self.err("for loops are not allowed in a parser state", s.loc)
         if self.limits is not None:
-            self.limits.loop(s)
+            self.limits.loop(s, in_action=ctx.action is not None)
         t = self.resolve_type(s.type)
         if not isinstance(t, T.BitT):
             self.err(f"a for-in loop variable must be bit<W> or int<W>, not {t}", s.loc)

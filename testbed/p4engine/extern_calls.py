@@ -163,6 +163,8 @@ def _hash(self, fname, n, ctx):
     fn = _hash_fn(self, algo, n.args[1].loc)
     base = arg_value(self, n.args[2], ctx)
     data = self.expr(n.args[3], ctx)
+    if self.limits is not None:
+        self.limits.field_list(fname, n.args[3], data)
     mx = arg_value(self, n.args[4], ctx)
     packed = self.pack_code(self.flatten(data, n.args[3].loc), ctx)
     tw = T.width_of(target.type)
@@ -280,6 +282,8 @@ def _checksum_call(self, fname, n, ctx):
     need_args(self, n, 4, fname)
     cond = self.cond_expr(n.args[0], ctx)
     data = self.expr(n.args[1], ctx)
+    if self.limits is not None:
+        self.limits.field_list(fname, n.args[1], data)
     algo = _enum_member(self, n.args[3], ctx, "HashAlgorithm", f"{fname}'s algorithm")
     fn = _hash_fn(self, algo, n.args[3].loc)
     csum = self.expr(n.args[2], ctx)
