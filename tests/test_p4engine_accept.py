@@ -208,7 +208,6 @@ def test_structure_expression_with_wrong_fields_is_refused():
 def test_missing_arguments_take_the_parameters_default_values():
     src = program("""
         action shift(out bit<8> x, in bit<8> y = 0x50) { x = y >> 2; }
-        bit<16> widen(in bit<8> v, in bit<8> hi = 0xab) { return hi ++ v; }
         apply {
             bit<8> a; bit<8> b;
             shift(a, 0x0c);
@@ -217,11 +216,22 @@ def test_missing_arguments_take_the_parameters_default_values():
             Sub.apply(hdr, 7);
             Sub.apply(hdr);
         }""", decls="""
+        bit<16> widen(in bit<8> v, in bit<8> hi = 0xab) { return hi ++ v; }
         control Sub(inout headers_t h, in bit<48> add = 0x100) {
             apply { h.eth.src = h.eth.src + add; }
         }""")
     # a = 3, b = 0x14: 0xab03 | 0x0014; src 1 + 7 + 0x100
     assert run(src, frame()) == [(0, frame(src=0x108, ethertype=0xab17))]
+
+
+def test_a_function_declared_inside_a_control_is_a_syntax_error_as_in_p4c():
+    # p4c's grammar has no function among a control's local declarations: top level only
+    src = program("""
+        bit<8> twice(in bit<8> v) { return v + v; }
+        apply { }""")
+    message = refused(src)
+    line = next(n for n, text in enumerate(src.splitlines(), 1) if "twice(" in text)
+    assert message.startswith(f"<string>:{line}:21: error: syntax error"), message
 
 
 def test_default_values_on_out_parameters_are_refused():

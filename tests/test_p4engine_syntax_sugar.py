@@ -239,13 +239,13 @@ def test_a_digest_of_a_structure_expression_sends_the_fields_in_the_structs_orde
 
 def test_a_nested_structure_expression_keeps_its_field_names_when_a_later_item_has_effects():
     src = program("""
-        bit<8> bump(inout bit<8> v) { v = v + 1; return v; }
         apply {
             bit<8> k = 5;
             outer_t o = {p = {lo = 1, hi = 2}, c = bump(k)};
             hdr.eth.type = o.p.hi ++ o.p.lo;
             hdr.eth.src = (bit<48>)(o.c ++ k);
-        }""", decls="struct pair_t { bit<8> hi; bit<8> lo; } struct outer_t { pair_t p; bit<8> c; }")
+        }""", decls="struct pair_t { bit<8> hi; bit<8> lo; } struct outer_t { pair_t p; bit<8> c; }\n"
+                    "bit<8> bump(inout bit<8> v) { v = v + 1; return v; }")
     assert run(src, frame()) == [(0, frame(src=0x0606, ethertype=0x0201))]
 
 

@@ -115,7 +115,7 @@ select_case: keyset ":" any_name ";"
             | "_"             -> ks_default
 
 control_decl: [annotations] "control" TYPE_IDENT [type_params] "(" params ")" ctor_params? "{" _control_local* "apply" block "}"
-_control_local: const_decl | var_decl | instantiation | action_decl | table_decl | function_decl
+_control_local: const_decl | var_decl | instantiation | action_decl | table_decl
 
 action_decl: [annotations] "action" any_name "(" params ")" block
 
