@@ -17,12 +17,13 @@ SHIPPED = sorted(ROOT.glob("p4/*.p4")) + [ROOT / "testbed/switch/bench_forward.p
 
 
 def program(ingress="", egress="", ingress_locals="", deparser="pkt.emit(hdr.eth);", verify="", compute="",
-            action_params="", meta="bit<9> port; bit<16> wide;"):
+            action_params="", meta="bit<9> port; bit<16> wide;", decls=""):
     return f"""#include <core.p4>
 #include <v1model.p4>
 header eth_t {{ bit<48> dst; bit<48> src; bit<16> type; }}
 struct headers_t {{ eth_t eth; }}
 struct meta_t {{ {meta} }}
+{decls}
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {{
     state start {{ pkt.extract(hdr.eth); transition accept; }}
 }}
@@ -105,6 +106,23 @@ def test_a_for_loop_inside_an_action_passes_as_p4c_bm2_ss_1_2_5_16_accepts_it():
         }
     }"""
     compile_source(program(ingress_locals=action, ingress="        count_up();"), "prog.p4", target="bmv2")
+
+
+def test_a_loop_in_a_function_counts_where_p4c_inlines_the_function():
+    function = """bit<16> add_up(in bit<8> n) {
+    bit<16> sum = 0;
+    for (bit<8> i = 0; i < n; i = i + 1) { sum = sum + (bit<16>)i; }
+    return sum;
+}"""
+    action = "    action set_type() { hdr.eth.type = add_up(hdr.eth.dst[7:0]); }"
+    compile_source(program(decls=function, ingress_locals=action, ingress="        set_type();"), "prog.p4",
+                   target="bmv2")
+    text = program(decls=function, ingress_locals=action, ingress="        set_type();\n        meta.wide = add_up(3);")
+    loop_line = next(n for n, line in enumerate(text.splitlines(), 1) if "for (bit<8> i = 0" in line)
+    assert [(line, msg) for line, _, msg in bmv2_errors(text)] == [
+        (loop_line, "[bmv2 loops] for loops are supported on this target only inside an action's body "
+                    "(function add_up is called outside an action, and p4c inlines it there); move the loop "
+                    "into an action, or unroll it")]
 
 
 def test_a_for_in_loop_is_refused_even_inside_an_action():

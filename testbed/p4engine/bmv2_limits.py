@@ -15,7 +15,8 @@ backends/bmv2 (1.2.5):
   loops             for (init; cond; update) loops only inside action bodies, which the back end
                     turns into _jump/_jump_if_zero primitives (common/action.cpp, from 1.2.5.12
                     on, so in the 1.2.5.16 testbed/install/build-bmv2.sh builds); none in an
-                    apply block or a function; no for-in loops anywhere (common/check_unsupported.h)
+                    apply block, nor in a function an apply block calls (p4c inlines it there);
+                    no for-in loops anywhere (common/check_unsupported.h)
   checksum-control  verifyChecksum/computeChecksum contain only verify_checksum* /
                     update_checksum* calls whose field lists do no computation, and applies of
                     controls that do the same, given fields or headers (p4c inlines them)
@@ -213,14 +214,16 @@ class Bmv2Limits:
                      "back end stops with a compiler bug, 'Unhandled case')")
 
     # ------------------------------------------------------------------ statements
-    def loop(self, stmt, in_action):
+    def loop(self, stmt, in_action, function=None):
+        """A loop; `function`: the function it is in, which an apply block calls."""
         if stmt.kind == "for_in":
             self._breach("loops", stmt.loc, "for-in loops are not supported on this target (p4c-bm2-ss "
                          "refuses them; write a for (init; cond; update) loop inside an action, or unroll it)")
         elif not in_action:
-            # p4c also inlines functions into their callers; the engine does not follow them there
+            called = f" (function {function} is called outside an action, and p4c inlines it there)" \
+                if function else ""
             self._breach("loops", stmt.loc, "for loops are supported on this target only inside an action's "
-                         "body (p4c-bm2-ss turns those into jumps); move the loop into an action, or unroll it")
+                         f"body{called}; move the loop into an action, or unroll it")
 
     def control(self, decl, role):
         """A control's body, once per control declaration compiled in `role`."""

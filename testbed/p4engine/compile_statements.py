@@ -100,7 +100,11 @@ class StatementsMixin:
         if ctx.where == "parser":
             self.err("for loops are not allowed in a parser state", s.loc)
         if self.limits is not None:
-            self.limits.loop(s, in_action=ctx.action is not None)
+            if ctx.action is None and ctx.function is not None:
+                # p4c inlines the function into its callers: judged once they are all known
+                self.loops_in_functions.setdefault(id(ctx.function), (ctx.function.name, s))
+            else:
+                self.limits.loop(s, in_action=ctx.action is not None)
         for item in s.init:
             self.stmt(item, c)
         first, passes = c.temp(), c.temp()
@@ -272,6 +276,25 @@ class StatementsMixin:
                 self.err(f"switch statements are not supported in actions (function {function}, "
                          f"called from action {action}); p4c refuses them on every target: use if/else",
                          stmt.loc)
+
+    def check_loops_in_functions(self):
+        """A for loop in a function that an apply block calls, directly or through other
+        functions, ends up outside any action once p4c inlines it (see bmv2_limits.loop)."""
+        if self.limits is None or not self.loops_in_functions:
+            return
+        reached = self._functions_called_from(("block", None))
+        for function, (name, stmt) in self.loops_in_functions.items():
+            if function in reached:
+                self.limits.loop(stmt, in_action=False, function=name)
+
+    def _functions_called_from(self, caller):
+        seen, pending = set(), list(self.functions_called_by.get(caller, ()))
+        while pending:
+            function = pending.pop()
+            if function not in seen:
+                seen.add(function)
+                pending.extend(self.functions_called_by.get(("function", function), ()))
+        return seen
 
     def _switch_in_called_functions(self, caller):
         """(function name, switch) of a function `caller` calls, directly or not, that has one."""

@@ -63,8 +63,9 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.digest_counter = 0
         self.switches_in_actions = []    # (action name, switch statement), checked once all is compiled
         self.actions_called_by = {}      # action name -> names of the actions its body calls
-        self.functions_called_by = {}    # ("action", name) | ("function", id) -> ids of functions it calls
+        self.functions_called_by = {}    # ("action", name) | ("function", id) | ("block", None) -> ids it calls
         self.switches_in_functions = {}  # id of a function declaration -> (its name, its first switch)
+        self.loops_in_functions = {}     # the same for its first for loop (bmv2 target only)
         self.sub_parsers = 0             # sub-parsers compiled so far (they share a step budget)
         self.parser_depth = 0            # parsers being compiled, one inside the other
         self.uses = {}                   # block instance -> {"tables"|"actions"|"blocks": names its live code uses}
@@ -163,6 +164,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             block not in self.out.unapplied_blocks and (action is None or action in used)
             for block, action in self.extern_function_calls)
         self.check_switches_in_actions()
+        self.check_loops_in_functions()
         self.finish_value_sets()
         if self.limits is not None:
             self.limits.program_end(self.out.tables.values(), self.out.applied_tables, self.used_actions())

@@ -107,10 +107,11 @@ def bound_action(self, ai, ref, ctx):
 
 def call_function(self, info, n, ctx):
     decl, scope, prefix = info
+    # p4c inlines functions: a switch in one called from an action is in that action, a loop in
+    # one called from an apply block is in that block
     caller = ("action", ctx.action.name) if ctx.action is not None else \
-        ("function", id(ctx.function)) if ctx.function is not None else None
-    if caller is not None:      # p4c inlines functions: a switch in one called from an action is in that action
-        self.functions_called_by.setdefault(caller, set()).add(id(decl))
+        ("function", id(ctx.function)) if ctx.function is not None else ("block", None)
+    self.functions_called_by.setdefault(caller, set()).add(id(decl))
     fn = self.compile_function(decl, scope, prefix)
     values, copy_out = _bind_args(self, fn.params, n, ctx, f"function {decl.name}", decl.proto.params, scope)
     call_code = f"{fn.pyname}(S)"
