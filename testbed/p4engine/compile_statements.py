@@ -288,6 +288,7 @@ class StatementsMixin:
                 self.limits.loop(stmt, in_action=False, function=name)
 
     def _functions_called_from(self, caller):
+        """Ids of the functions `caller` calls, directly or through other functions."""
         seen, pending = set(), list(self.functions_called_by.get(caller, ()))
         while pending:
             function = pending.pop()
@@ -298,15 +299,9 @@ class StatementsMixin:
 
     def _switch_in_called_functions(self, caller):
         """(function name, switch) of a function `caller` calls, directly or not, that has one."""
-        seen, pending = set(), list(self.functions_called_by.get(caller, ()))
-        while pending:
-            function = pending.pop()
-            if function in seen:
-                continue
-            seen.add(function)
+        for function in self._functions_called_from(caller):
             if function in self.switches_in_functions:
                 return self.switches_in_functions[function]
-            pending.extend(self.functions_called_by.get(("function", function), ()))
         return None
 
     def switch_cases(self, cases, condition, ctx, live=None):
