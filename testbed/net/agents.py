@@ -10,14 +10,23 @@ Mininet side does not depend on how a target applies them.
 LOSSLESS_PRIORITIES = (3,)
 
 
+def agent_port(target, clos_switch):
+    """The TCP port of a switch's agent: BMv2's Thrift port as the Clos gives it; the engine's
+    agent at `rocelab switch`'s default, a fixed offset above its P4Runtime port."""
+    if target == "bmv2":
+        return clos_switch.thrift_port
+    from testbed.switch.cli import AGENT_PORT_OFFSET
+    return clos_switch.grpc_port + AGENT_PORT_OFFSET
+
+
 def agent_for(node):
     """A SwitchAgent for a running P4Switch node."""
+    port = agent_port(node.target, node.clos_switch)
     if node.target == "bmv2":
         from testbed.switch.bmv2 import Bmv2Agent
-        return Bmv2Agent(node.clos_switch.thrift_port, ports=list(node.port_interfaces()))
+        return Bmv2Agent(port, ports=list(node.port_interfaces()))
     from testbed.switch.agent import RemoteEngineAgent
-    from testbed.switch.cli import AGENT_PORT_OFFSET
-    return RemoteEngineAgent(f"127.0.0.1:{node.clos_switch.grpc_port + AGENT_PORT_OFFSET}")
+    return RemoteEngineAgent(f"127.0.0.1:{port}")
 
 
 #: Packets a lossless queue may hold on a target whose queues only know packet limits (BMv2):

@@ -108,18 +108,14 @@ class FabricNet:
             raise FabricError(f"interface(s) {', '.join(clashes[:4])} already exist: another run is using "
                               "these names (finish it, or `rocelab clean` after a crash)")
         if self.target in ("engine", "bmv2"):
-            from testbed.switch.cli import AGENT_PORT_OFFSET
+            second = "agent" if self.target == "engine" else "Thrift"
             for sw in self.clos.switches.values():
-                if not _port_free(sw.grpc_port):
-                    raise FabricError(f"{sw.name}: P4Runtime port {sw.grpc_port} is in use "
-                                      "(another fabric? choose --grpc-base-port)")
-                # the switch's second server: the engine's agent moves with the base port,
-                # BMv2's Thrift runtime does not
-                if self.target == "engine" and not _port_free(sw.grpc_port + AGENT_PORT_OFFSET):
-                    raise FabricError(f"{sw.name}: agent port {sw.grpc_port + AGENT_PORT_OFFSET} is in use "
-                                      "(another fabric? choose --grpc-base-port)")
-                if self.target == "bmv2" and not _port_free(sw.thrift_port):
-                    raise FabricError(f"{sw.name}: Thrift port {sw.thrift_port} is in use (another BMv2 running?)")
+                for server, port in (("P4Runtime", sw.grpc_port), (second, agents.agent_port(self.target, sw))):
+                    if not _port_free(port):
+                        # BMv2's Thrift port does not move with --grpc-base-port
+                        hint = "another BMv2 running?" if server == "Thrift" else \
+                            "another fabric? choose --grpc-base-port"
+                        raise FabricError(f"{sw.name}: {server} port {port} is in use ({hint})")
 
     def check_bmv2_limits(self):
         """p4c-bm2-ss would refuse the program once the switches are up: say where, before."""
