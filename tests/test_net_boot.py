@@ -304,22 +304,27 @@ def test_bad_shape_is_rejected_before_anything_exists(tmp_path):
     assert not (tmp_path / "state").exists() and _our_interfaces() == []
 
 
+# Names and ports of their own: the module's engine_fabric may still be up when these run alone.
+LONE_PREFIX = f"rq{os.getpid() % 100000}"
+LONE_GRPC_BASE = grpc_base(slot=6)
+
+
 @pytest.mark.parametrize("server, offset", [("P4Runtime", 0), ("agent", 100)])
 def test_a_taken_switch_port_is_refused_before_anything_exists(tmp_path, server, offset):
     """A switch whose agent port was taken used to exit after the fabric saw it ready: both of
     an engine switch's ports are checked up front."""
     from testbed.net.fabric import FabricError, FabricNet
-    clos = build(ClosSpec(spines=1, leaves=2, hosts_per_leaf=1, grpc_base_port=GRPC_BASE))
+    clos = build(ClosSpec(spines=1, leaves=2, hosts_per_leaf=1, grpc_base_port=LONE_GRPC_BASE))
     port = clos.switches["leaf2"].grpc_port + offset
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # as servers do: TIME_WAITs of earlier tests
         taken.bind(("127.0.0.1", port))
         taken.listen()
         with pytest.raises(FabricError, match=rf"^leaf2: {server} port {port} is in use"):
-            with FabricNet(clos, target="engine", out_dir=tmp_path / "out", name_prefix=PREFIX,
+            with FabricNet(clos, target="engine", out_dir=tmp_path / "out", name_prefix=LONE_PREFIX,
                            state_dir=tmp_path / "state"):
                 pass
-    assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists() and _our_interfaces() == []
+    assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists() and _our_interfaces(LONE_PREFIX) == []
 
 
 def test_a_switch_that_dies_after_answering_is_named_with_its_log(tmp_path, monkeypatch):
@@ -336,12 +341,14 @@ def test_a_switch_that_dies_after_answering_is_named_with_its_log(tmp_path, monk
             node.proc.kill()
             node.proc.wait()
     monkeypatch.setattr(nodes.P4Switch, "wait_ready", ready_then_killed)
-    clos = build(ClosSpec(spines=1, leaves=2, hosts_per_leaf=1, grpc_base_port=GRPC_BASE))
+    clos = build(ClosSpec(spines=1, leaves=2, hosts_per_leaf=1, grpc_base_port=LONE_GRPC_BASE))
+    before = set(threading.enumerate())
     with pytest.raises(SwitchStartError) as failure:
-        with FabricNet(clos, target="engine", out_dir=tmp_path / "out", pcap=False, name_prefix=PREFIX,
+        with FabricNet(clos, target="engine", out_dir=tmp_path / "out", pcap=False, name_prefix=LONE_PREFIX,
                        state_dir=tmp_path / "state", controller_options={"connect_timeout": 1.0}):
             pass
     text = str(failure.value)
     assert text.startswith("leaf2: switch process exited while being programmed (status -9); end of ")
     assert "rocelab switch: ports" in text                     # its log's last lines
-    assert _our_interfaces() == [] and not [t for t in threading.enumerate() if t.name.startswith("p4rt-client-")]
+    assert _our_interfaces(LONE_PREFIX) == [] and not [t for t in set(threading.enumerate()) - before
+                                                       if t.name.startswith("p4rt-client-")]
