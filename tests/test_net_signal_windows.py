@@ -106,3 +106,20 @@ def test_ctrl_c_held_lets_a_loop_stop_at_its_next_turn_or_drops_it_while_closing
             assert signal.getsignal(signal.SIGTERM) == term       # SIGTERM keeps its way
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_an_ignored_ctrl_c_stays_ignored_inside_every_window():
+    # `rocelab sweep ... &` in a script starts with SIGINT ignored: a Ctrl-C meant for the
+    # script's foreground job stopped the sweep's loop, which then reported every point
+    # "cancelled: None" with status "errors", though nothing acted on the signal.
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for window in (ctrl_c_held, interruptions_held, signals_deferred):
+            with window() as held:
+                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)
+                assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert not held
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -65,17 +65,20 @@ def session_processes(sid):
     return found
 
 
-def interrupt(cmd, ready, timeout=180, env=ENV):
+def interrupt(cmd, ready, timeout=180, env=ENV, presses=1):
     """Run `cmd` in a session of its own and send its process group SIGINT, as a terminal's Ctrl-C
-    does (to the command and its workers alike), once ready(proc) holds. Returns (exit status,
-    stdout, stderr, processes of the session still alive 10 s after it exited)."""
+    does (to the command and its workers alike), once ready(proc) holds (`presses` times, 0.1 s
+    apart). Returns (exit status, stdout, stderr, processes of the session still alive 10 s
+    after it exited)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     deadline = time.monotonic() + timeout
     while proc.poll() is None and not ready(proc) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
+    for press in range(presses):
+        if proc.poll() is None:
+            time.sleep(0.1 if press else 0)
+            os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     deadline = time.monotonic() + 10       # multiprocessing's helpers leave as the command exits
     while session_processes(proc.pid) and time.monotonic() < deadline:
@@ -378,6 +381,21 @@ def test_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
     assert not left
     doc = json.loads((out / "sweep.json").read_text())      # Ctrl-C here wrote none
     assert doc["status"] == "interrupted" and doc["counts"]["cancelled"] == 3
+
+
+def test_a_second_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
+    # The second Ctrl-C acts at once, inside Dask's LocalCluster constructor: the cluster left
+    # half made failed in Dask's exit hook ("Exception ignored in atexit callback ...
+    # AssertionError: Status.init"), and Dask's INFO lines on reaping its workers followed.
+    out = tmp_path / "twice"
+    status, stdout, stderr, left = interrupt(
+        ROCELAB + ["sweep", "--out", str(out), "--workers", "2", "--seeds", "3", "--", *BASE],
+        lambda proc: len(session_processes(proc.pid)) >= 4, presses=2)
+    assert status == 130, stderr
+    assert stderr.splitlines() == [f"rocelab sweep: interrupted; 0 of 3 points kept in {out}/points "
+                                   "(rerun the same command to finish)"], stderr
+    assert not [n for n in NOISE if n in stdout + stderr], stdout + stderr
+    assert not left
 
 
 def test_a_closing_worker_does_not_log_the_heartbeat_traceback():

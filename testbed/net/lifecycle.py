@@ -83,7 +83,9 @@ def _signals_held(second_acts_at_once, signals=_DEFERRED, act_after=True):
             _act_on(signum, previous[signum])
         held.append(signum)
 
-    previous = {s: signal.signal(s, hold) for s in signals}
+    # An ignored signal stays ignored (`cmd &` in a script, nohup): noted, it stopped a sweep's
+    # loop and cancelled its points while nothing else acted on it.
+    previous = {s: signal.signal(s, hold) for s in signals if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield held
     finally:

@@ -97,7 +97,7 @@ def _sweep(prog, points, out, scheduler, workers, knobs, seeds, base):
           f"could not run, {c['resumed']} kept from before; {out}/index.html, sweep.csv, sweep.json")
     for row in doc["points"]:
         if row["status"] not in ("ok",):
-            print(f"{prog}: point {row['id']}: {row['status']}: {row['error']}", file=sys.stderr)
+            print(f"{prog}: point {row['id']}: {row['status']}: {row['error'] or 'not run'}", file=sys.stderr)
     return 0 if c["ok"] == c["total"] else 1
 
 

@@ -31,8 +31,8 @@ def check_address(address):
 @contextlib.contextmanager
 def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
     """A connected dask.distributed Client (and the LocalCluster behind it, closed on exit)."""
-    _quiet_dask_logs()
     from distributed import Client, LocalCluster
+    _quiet_dask_logs()      # after Dask's first import, which sets its loggers' levels
 
     if scheduler:
         check_address(scheduler)
@@ -51,6 +51,8 @@ def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
     from testbed.net.lifecycle import ctrl_c_held, interruptions_held
     n = workers or os.cpu_count() or 1
     cluster = client = None
+    from distributed.deploy.spec import SpecCluster
+    existing = set(SpecCluster._instances)
     # The workers' statistical profiler samples the running point's stack every 10 ms: CPU a
     # pure-Python simulation pays for a profile nobody reads here. The configuration holds for
     # the cluster's life: a worker that dies is restarted the same way.
@@ -75,6 +77,32 @@ def client_for(scheduler=None, workers=None, timeout_s=CONNECT_TIMEOUT_S):
                 for closing in (client, cluster):
                     if closing is not None:
                         closing.close()
+                if cluster is None:
+                    _close_half_made(set(SpecCluster._instances) - existing)
+
+
+def _close_half_made(clusters):
+    """Close the LocalCluster a second Ctrl-C cut short while it started (it acts at once, inside
+    Dask's constructor): left to Dask's exit hook, it failed with a traceback ("Exception ignored
+    in atexit callback ... AssertionError: Status.init") for the workers it was still starting.
+    Closing it here stops what did start; the workers it stops while they start are not an
+    error (unretrieved, Dask's start tasks printed "Task exception was never retrieved")."""
+    for cluster in clusters:
+        loop = getattr(getattr(cluster, "loop", None), "asyncio_loop", None)
+        if loop is not None:
+            loop.set_exception_handler(_unless_a_stopped_start)
+        try:
+            cluster.close(timeout=10)
+        except (AssertionError, TimeoutError, OSError):
+            pass
+        cluster.shutdown_on_close = False      # nothing left for the exit hook
+
+
+def _unless_a_stopped_start(loop, context):
+    exc = context.get("exception")
+    if isinstance(exc, RuntimeError) and str(exc).startswith("Nanny failed to start"):
+        return
+    loop.default_exception_handler(context)
 
 
 def _start_fork_server():
