@@ -425,6 +425,31 @@ def test_list_may_name_a_field_or_variable_as_in_p4c():
     assert run(src, frame()) == [(0, frame(ethertype=4))]
 
 
+def test_list_may_name_declarations_as_in_p4c():
+    # DASH's v1model pipeline (p4c's dash-pipeline-v1model-bmv2.p4) declares `match_kind { list,
+    # range_list }`: a syntax error here. p4c's `name` takes LIST wherever something is declared
+    # or named after a dot: match kinds, errors, states, parameters, tables, named arguments.
+    # (Not in an expression: `list` alone, `list.apply()` are syntax errors in p4c too.)
+    src = program("""
+        action fwd(bit<9> port, bit<8> list) { sm.egress_spec = port; }
+        table list { key = { hdr.eth.dst : exact; } actions = { fwd; NoAction; } }
+        apply {
+            if (hdr.eth.src == 1) { fwd(list = 0, port = 3); }
+            if (hdr.eth.src == 2) { hdr.eth.type = (bit<16>)(error.list == error.list ? 7 : 0); }
+        }""", decls="match_kind { list, range_list }\nerror { list }")
+    assert run(src, frame(src=1)) == [(3, frame(src=1))]
+    assert run(src, frame(src=2)) == [(0, frame(src=2, ethertype=7))]
+    compile_source(src, target="bmv2")
+
+
+def test_list_names_no_action_a_table_lists_as_in_p4c():
+    # p4c's actionRef is a prefixedNonTypeName, which has no LIST: an action named `list` is
+    # declared but cannot be listed
+    src = program("action list() { } table t { actions = { list; } } apply { t.apply(); }")
+    line, col = line_col(src, "list; }")
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: syntax error")
+
+
 # ------------------------------------------------------------------ widths: expressions without '>'
 
 def test_a_width_may_be_any_expression_without_a_greater_than():

@@ -197,6 +197,50 @@ def test_p4info_carries_the_annotations_p4c_copies_into_it():
     assert info.action_profiles[0].max_group_size == 8
 
 
+def test_a_string_literal_may_span_lines_and_hold_what_looks_like_a_comment():
+    # PINS (p4c's pins_fabric.p4) writes constraints as multi-line strings with comments in them.
+    # The engine cut each string at its line's end: it blanked the "comments" inside, and the
+    # next annotation's quotes ran @p4runtime_role(...) into @entry_restriction's body. p4c's
+    # lexer takes the newlines and the // lines as the string's text.
+    top = """
+        @p4runtime_translation_mappings({ {"CPU", 4}, {"", 0}, })
+        type bit<9> port_id_t;
+    """
+    ingress = """
+        @id(0x01000001) @action_restriction("
+            // Disallow 0: it means 'none' (or '' in P4Runtime)
+            port != 0;
+          ") action fwd(port_id_t port) { sm.egress_spec = (bit<9>)port; }
+        @entry_restriction("
+            // a (b) c
+            a != 0;
+          ") @p4runtime_role("sdn_controller") table t {
+            key = { hdr.h.a : exact; } actions = { fwd; }
+        }
+        apply { t.apply(); }"""
+    info = compile_source(program(top, ingress)).p4info
+    fwd = next(a for a in info.actions if a.preamble.name == "I.fwd")
+    assert list(fwd.preamble.annotations) == [
+        "@action_restriction(\"\n            // Disallow 0: it means 'none' (or '' in P4Runtime)\n"
+        "            port != 0;\n          \")"]
+    table = info.tables[0]
+    assert list(table.preamble.annotations) == [
+        '@entry_restriction("\n            // a (b) c\n            a != 0;\n          ")',
+        '@p4runtime_role("sdn_controller")']
+    # and a parsed annotation p4c leaves unparsed shows as written, token by token
+    port_type = info.type_info.new_types["port_id_t"]
+    assert list(port_type.annotations) == ['@p4runtime_translation_mappings({ { "CPU" , 4 } , { "" , 0 } , })']
+
+
+def test_an_unterminated_string_literal_is_located():
+    src = program("", 'apply { @name("unfinished) { } }')
+    line = src[:src.index('"unfinished')].count("\n") + 1
+    col = src.index('"unfinished') - src.rfind("\n", 0, src.index('"unfinished'))
+    with pytest.raises(P4Error) as e:
+        compile_source(src)
+    assert str(e.value).startswith(f"<string>:{line}:{col}: error: unterminated string literal")
+
+
 def test_p4info_has_type_info_where_p4c_opens_it():
     # p4c's serializer opens type_info when it looks at a table, an action parameter, a
     # controller header, an extern instance, or an extern function a live control calls

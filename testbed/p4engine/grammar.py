@@ -128,7 +128,7 @@ CONST: "const"
 key_elem: expr ":" any_name [annotations] ";"
 action_ref: [annotations] _action_name ";"
           | [annotations] _action_name "(" args ")" ";"
-_action_name: any_name | top_name
+_action_name: nontype_name | TYPE_IDENT | top_name     // p4c's actionRef: no `list` (as in expressions)
 entry: [annotations] [CONST] [entry_priority] keyset ":" expr [annotations] ";"
 entry_priority: "priority" "=" (INT | "(" expr ")") ":"
 
@@ -219,7 +219,7 @@ args: [arg ("," arg)*]
 ?nontype_name: NAME | kw_name
 !kw_name: "apply" | "key" | "actions" | "state" | "entries" | "priority"
 ?member_name: nontype_name | TYPE_IDENT | list_kw      // p4c's name: `bit<32> list;`, hdr.list
-?any_name: nontype_name | TYPE_IDENT
+?any_name: nontype_name | TYPE_IDENT | list_kw     // p4c's name: `match_kind { list }`, `action list()`
 top_name: "." nontype_name      // p4c's prefixedNonTypeName: .x is the top level's x
 ?table_kw_name: NAME | TYPE_IDENT | table_kw
 !table_kw: "apply" | "state" | "priority"
@@ -238,7 +238,7 @@ GT: ">"
 %declare TLT TYPE_IDENT SHR_GT NEWTYPE SLBRACE FREE_BODY
 
 INT: /(\d+[ws])?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|0[dD][0-9_]+|[0-9][0-9_]*)/
-STRING: /"(\\.|[^"\\\n])*"/
+STRING: /"(\\.|[^"\\])*"/         // may span lines (p4c's lexer)
 NAME: /[A-Za-z_][A-Za-z0-9_]*/
 
 %ignore /[ \t\f\r\n]+/

@@ -28,7 +28,7 @@ def _arg_text(node):
 
 def annotation_text(a):
     """`a` as p4c's P4Info shows it."""
-    body = getattr(a, "body", None)
+    body = getattr(a, "body", None) or getattr(a, "text", None)
     if body is not None:        # unparsed: its tokens, one space apart (an empty body prints nothing)
         tokens = _TOKEN.findall(body[1:-1])
         return f"@{a.name}({' '.join(tokens)})" if tokens else f"@{a.name}"

@@ -17,7 +17,9 @@ _PASTE = re.compile(r"\s*##\s*")
 
 
 def strip_comments(text, file, source_map):
-    """Blank out // and /* */ comments, keeping newlines and string literals intact."""
+    """Blank out // and /* */ comments, keeping newlines and string literals intact. A string
+    literal may span lines, as in p4c's lexer (PINS programs put commented, multi-line
+    constraints in @entry_restriction("...")): what looks like a comment inside it is its text."""
     out = []
     i, n = 0, len(text)
     line = 1
@@ -28,10 +30,11 @@ def strip_comments(text, file, source_map):
             while j < n and text[j] != '"':
                 if text[j] == "\\":
                     j += 1
-                if j < n and text[j] == "\n":
-                    break
                 j += 1
+            if j >= n:
+                raise P4Error("unterminated string literal", Loc(file, line, _column(text, i)), source_map)
             out.append(text[i:j + 1])
+            line += text.count("\n", i, j)
             i = j + 1
         elif text.startswith("//", i):
             j = text.find("\n", i)
@@ -51,6 +54,10 @@ def strip_comments(text, file, source_map):
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def _column(text, i):
+    return i - text.rfind("\n", 0, i)
 
 
 class Preprocessor:

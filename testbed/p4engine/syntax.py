@@ -58,7 +58,7 @@ class _P4Lexer(Lexer):
 
     def lex(self, data):
         type_names = _CURRENT.type_names
-        data = _PRAGMA.sub(_pragma_as_annotation, data)
+        data = _CURRENT.lexed = _PRAGMA.sub(_pragma_as_annotation, data)
         prev = before = None
         state = LexerState(data)
         merge_next = False
@@ -175,8 +175,10 @@ _PARSED_ANNOTATIONS = {
     "priority", "p4runtime_translation_mappings", "p4runtime_translation", "controller_header", "id",
     "brief", "description", "platform_property", "max_group_size", "selector_size_semantics",
     "max_member_weight"}
+# parsed here, but p4c's P4Info shows them as written (its front end leaves them unparsed)
+_KEPT_AS_TEXT = {"p4runtime_translation_mappings"}
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_BODY_STOP = re.compile(r'"(?:\\.|[^"\\\n])*"|[()]')
+_BODY_STOP = re.compile(r'"(?:\\.|[^"\\])*"|[()]')     # a string literal may span lines
 
 
 # `@pragma NAME BODY` (to the end of the line) is p4c's other spelling of @NAME(BODY)
@@ -212,7 +214,7 @@ def _free_body_end(data, pos):
 _VALUE_BRACE_AFTER = {"=", "(", ",", "==", "!=", ")", "?", ":", "{", "return"}
 _NAMED_ITEM = re.compile(r"\s*[A-Za-z_]\w*\s*=(?!=)")
 _SCAN_STOP = re.compile(r'[;,(){}\[\]"]')
-_STRING = re.compile(r'"(\\.|[^"\\\n])*"')
+_STRING = re.compile(r'"(\\.|[^"\\])*"')
 
 
 def _struct_expression_at(data, pos):
@@ -262,7 +264,7 @@ def _get_parser():
 
 # ---------------------------------------------------------------------------------------------
 # type names: p4c's lexer knows which identifiers name types; we find them by scanning first.
-_SCAN_TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|[A-Za-z_][A-Za-z0-9_]*|\d\w*|\S')
+_SCAN_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|[A-Za-z_][A-Za-z0-9_]*|\d\w*|\S')
 _TYPE_DECL_KW = {"header", "header_union", "struct", "extern", "parser", "control", "package", "enum"}
 _SOFT = {"apply", "state", "key"}
 _GENERIC_FUNCS = {"lookahead", "extract"}
@@ -535,7 +537,11 @@ class AstBuilder(Transformer):
     def annotation(self, meta, ch):
         name = str(ch[0])
         args = ch[1] if len(ch) > 1 and ch[1] is not None else []
-        return Node("annotation", self._loc(meta), name=name, args=args)
+        node = Node("annotation", self._loc(meta), name=name, args=args)
+        if name in _KEPT_AS_TEXT and args:
+            written = _CURRENT.lexed[meta.start_pos:meta.end_pos]
+            node.text = written[written.index("("):]
+        return node
 
     def ann_args(self, ch):
         return list(ch)
