@@ -111,3 +111,4 @@ done
 say "done: $("$PREFIX/bin/p4c-bm2-ss" --version | head -1); simple_switch_grpc in $PREFIX/bin"
 say "check the fabric program with it: p4c-bm2-ss --arch v1model -o /tmp/fabric.json $repo_root/p4/fabric.p4"
 say "then the bmv2 tests (as root, $PREFIX/bin on PATH): .venv/bin/python -m pytest -m bmv2"
+say "and the engine against p4c's own record of BMv2: .venv/bin/rocelab p4 conformance $SRC_DIR/p4c"

@@ -3,6 +3,8 @@
     rocelab p4 check prog.p4 [-I DIR] [-D NAME[=VALUE]] [--target bmv2]   diagnostics only
     rocelab p4 info prog.p4 [-o prog.p4info.txt] [--format text|binary|json]
     rocelab p4 test prog.p4 prog.stf [-v]                    p4c's STF packet tests
+    rocelab p4 conformance [P4C_DIR] [--check stf|bmv2|p4info] [--only TEXT]
+                                  the engine against a p4c checkout's record of BMv2
 
 Errors in the program are printed as `file:line:col: error: ...` with the source line and a
 caret, errors in an STF file as `file:line: error: ...`; the exit status is 1 for either and
@@ -46,6 +48,17 @@ def register(sub, name, help_text):
     test.add_argument("-v", "--verbose", action="store_true",
                       help="print a per-packet trace of what the pipeline does")
     test.set_defaults(func=_guarded(run_test))
+
+    conformance = commands.add_parser(
+        "conformance", help="hold the engine to a p4c checkout's STF tests, BMv2 suite and P4Info outputs")
+    conformance.add_argument("p4c", nargs="?", metavar="P4C_DIR",
+                             help="a p4c source checkout (default: build-bmv2.sh's clone, ~/p4lang-src/p4c)")
+    conformance.add_argument("--check", action="append", choices=("stf", "bmv2", "p4info"), default=None,
+                             help="run only this check (repeatable; default all three)")
+    conformance.add_argument("--only", metavar="TEXT", help="only the programs whose path contains TEXT")
+    conformance.add_argument("-v", "--verbose", action="store_true",
+                             help="also list the programs outside the engine's subset")
+    conformance.set_defaults(func=_guarded(run_conformance))
 
     p.set_defaults(func=lambda args: _usage(p))
 
@@ -221,3 +234,40 @@ def run_test(args):
         return USAGE_ERROR
     log = (lambda line: print(line, file=sys.stdout)) if args.verbose else None
     return run_stf(args.program, args.stf, include_dirs=args.include, defines=defines, log=log)
+
+
+def run_conformance(args):
+    from testbed.p4engine import conformance as C
+    root = args.p4c or C.default_checkout()
+    if root is None:
+        print("rocelab p4 conformance: error: give a p4c checkout (none at ~/p4lang-src/p4c, where "
+              "testbed/install/build-bmv2.sh clones one; `git clone https://github.com/p4lang/p4c` will do)",
+              file=sys.stderr)
+        return USAGE_ERROR
+    ticker = _Ticker(sys.stderr)
+    try:
+        run = C.Conformance(root, only=args.only, on_case=ticker)
+    except C.NotACheckout as exc:
+        print(f"rocelab p4 conformance: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        results = run.run(args.check or C.CHECKS)
+    finally:
+        ticker.clear()
+    return 0 if C.report(results, sys.stdout, verbose=args.verbose) else 1
+
+
+class _Ticker:
+    """On a terminal, the case under way on one line (a run takes minutes); nothing otherwise."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.shown = stream.isatty()
+
+    def __call__(self, check, name):
+        if self.shown:
+            print(f"\r\033[K{check}: {name}"[:160], end="", file=self.stream, flush=True)
+
+    def clear(self):
+        if self.shown:
+            print("\r\033[K", end="", file=self.stream, flush=True)
