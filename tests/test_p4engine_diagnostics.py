@@ -148,9 +148,42 @@ ACCEPTED = [
         amount_t n = (amount_t)2;
         hdr.h.b = (hdr.h.b << k) >> (bit<8>)n;
     }""") + TAIL),
+    ("shadowing in a nested block", ingress(
+        "    apply { bit<8> x = 1; if (hdr.h.a == 0) { bit<8> x = 2; hdr.h.a = x; } hdr.h.b = (bit<16>)x; }") + TAIL),
     ("parser loop with an exit to accept", ingress("    apply { }") + TAIL.replace(
         "transition accept; }", "transition more; }\n    state more { pkt.extract(hdr.h); "
         "transition select(hdr.h.a) { 0: more; default: accept; } }")),
+]
+
+
+# Declared twice in one scope: p4c refuses it right after parsing (issue1932-1/-2: the engine
+# compiled both actions `foo`, the second hiding the first), pointing at the second name.
+TWICE = ["is declared twice in one scope (first at line"]
+CASES += [
+    ("two actions with one name in a control",
+     ingress("    action foo(in bit<8> x, out bit<8> y) { y = x; }\n    action foo(inout bit<8> x) { x = 1; }\n"
+             "    apply { foo(hdr.h.a); }") + TAIL, "foo(inout", ["'foo'"] + TWICE),
+    ("two top-level actions with one name",
+     "action foo() { }\naction foo(inout bit<8> x) { x = 1; }\n" + ingress("    apply { foo(hdr.h.a); }") + TAIL,
+     "foo(inout", ["'foo'"] + TWICE),
+    ("a variable declared twice in one block",
+     ingress("    apply { bit<8> x = 1; bit<8> x = 2; hdr.h.a = x; }") + TAIL, "x = 2", ["'x'"] + TWICE),
+    ("an action parameter named twice", ingress("    action a(bit<8> p, bit<8> p) { }\n    apply { }") + TAIL,
+     "p) {", ["'p'"] + TWICE),
+    ("a parser state declared twice", ingress("    apply { }") + TAIL.replace(
+        "transition accept; }", "transition accept; }\n    state start { transition accept; }", 1),
+     "start { transition accept; }", ["'start'"] + TWICE),
+    ("an enum member declared twice", "enum Color { A, B,\n A }\n" + ingress("    apply { }") + TAIL, "A }",
+     ["'A'"] + TWICE),
+    ("functions overloaded by their number of parameters (p4c takes them: outside the subset)",
+     "bit<8> f(in bit<8> x) { return x; }\nbit<8> f(in bit<8> x, in bit<8> y) { return x + y; }\n"
+     + ingress("    apply { hdr.h.a = f(hdr.h.a) + f(1, 2); }") + TAIL, "f(in bit<8> x, in",
+     ["function 'f' is overloaded (first declared at line", "not supported by this engine"]),
+    ("an error declared in two error lists", "error { Oops }\nerror { Oops }\n" + ingress("    apply { }") + TAIL,
+     "Oops }", ["'Oops'"] + TWICE),
+    ("a control instantiated at the top level (p4c issue388)",
+     "control S() { apply { } }\nS() s;\n" + ingress("    apply { s.apply(); }") + TAIL, "s;",
+     ["s: a control cannot be instantiated at the top level"]),
 ]
 
 

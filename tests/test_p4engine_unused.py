@@ -65,8 +65,8 @@ REFUSED = [
      "control S(inout H h) { apply { h.h.a = y; } }\ncontrol U(inout H h) { S() s; apply { s.apply(h); } }",
      "", "y; }", ["unknown name 'y'"]),
     ("a function nothing calls", "bit<8> f() { return y; }", "", "y; }", ["unknown name 'y'"]),
-    ("a global instance main does not take, with its constructor argument",
-     "control C(inout H h)(bit<8> k) { apply { h.h.a = k; } }\nC(true) c;", "", "true) c;", ["bool"]),
+    ("a global instance of a control (p4c: only packages and externs are instantiated there)",
+     "control C(inout H h)(bit<8> k) { apply { h.h.a = k; } }\nC(true) c;", "", "c;", ["cannot be instantiated at the top level"]),
 ]
 
 

@@ -441,11 +441,8 @@ class DeclarationsMixin:
             for a in self.package_args_in_order(bt, d):
                 if a.kind == "ctor":
                     args.append(a)
-                elif a.kind == "name":
-                    s = self.globals.lookup(a.name)
-                    if s is None or s.kind != "block_inst":
-                        self.err(f"'{a.name}' is not a parser or control instance", a.loc)
-                    args.append(s.info)
+                elif a.kind == "name":      # (a parser or control instance cannot be global)
+                    self.err(f"'{a.name}' is not a parser or control instantiation like MyIngress()", a.loc)
                 elif a.kind == "call" and a.func.kind == "name" and self.globals.lookup(a.func.name) is None \
                         and a.func.name not in self.blocks:
                     # (a name no declaration gives, so the parser read a call, not a constructor)
@@ -457,9 +454,10 @@ class DeclarationsMixin:
             self.globals.declare(d.name, Sym("package_inst", info=(d, args)))
             return
         if isinstance(bt, T.BlockT) and bt.kind in ("parser", "control"):
-            self.globals.declare(d.name, Sym("block_inst",
-                                             info=Node("ctor", d.loc, type=d.type, args=d.args, inst_name=d.name)))
-            return
+            # p4c: only packages and externs are instantiated at the top level
+            self.err(f"{d.name}: a {bt.kind} cannot be instantiated at the top level (instantiate it in "
+                     f"the {bt.kind} that applies it, or in main's arguments: V1Switch({tname}(), ...))",
+                     self.name_loc(d))
         info = self.make_extern_instance(d, self.globals, "")
         self.globals.declare(d.name, Sym("extern", info=info))
 

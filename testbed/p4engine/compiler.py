@@ -18,6 +18,7 @@ The Compiler is assembled from one mixin per seam; each imports only the leaf mo
 """
 import re
 
+from . import declarations
 from . import p4types as T
 from .calls import CallsMixin
 from .codegen import Emitter, Namer
@@ -138,17 +139,28 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             if live:
                 self.out.actions[name] = live[0]
 
-    def name_loc(self, node, name=None):
+    def name_loc(self, node, name=None, nth=1):
         """Where `node`'s name is written (p4c points at the name, not at the keyword or the
-        direction before it); the node's own location if the source line does not show it."""
+        direction before it); the node's own location if the source line does not show it.
+        `nth`: the nth time the name is written from there on, over the next lines too (an
+        enum's members)."""
         name = name or node.name
         loc = node.loc
-        line = self.smap.source_line(loc.file, loc.line)
-        found = re.compile(rf"\b{re.escape(name)}\b").search(line, max(loc.col - 1, 0))
-        return Loc(loc.file, loc.line, found.start() + 1) if found else loc
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        col = max(loc.col - 1, 0)
+        for line_no in range(loc.line, loc.line + (200 if nth > 1 else 1)):
+            line = self.smap.source_line(loc.file, line_no)      # "" past the end
+            for found in word.finditer(line, col):
+                nth -= 1
+                if nth == 0:
+                    return Loc(loc.file, line_no, found.start() + 1)
+            col = 0
+        return loc
 
     # ------------------------------------------------------------------------- declarations
     def compile(self):
+        if not self.checking:
+            declarations.check(self.decls, self.name_loc, self.err)
         for d in self.decls:
             self.declare_global(d)
         main = self.globals.lookup("main")
@@ -188,21 +200,11 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
     # ------------------------------------------------------------------------- unused declarations
     def unused_blocks(self):
         """(declaration, instance name, constructor arguments, where) of each parser and control
-        no instance compiled: an instance of its own, or, for one with constructor parameters, a
-        global instance main does not take (their values exist only in an instantiation; without
-        one it is left out). Generic ones are left out: the engine has no type variables."""
-        instances = {d.type.name: d for d in reversed(self.decls)
-                     if d.kind == "instance" and d.type.kind == "t_named" and d.type.name in self.blocks}
-        found = []
-        for d in self.blocks.values():
-            if id(d) in self.compiled_blocks or d.tparams:
-                continue
-            if not d.ctor_params:
-                found.append((d, d.name, [], d.loc))
-            elif d.name in instances:
-                instance = instances[d.name]
-                found.append((d, instance.name, instance.args, instance.loc))
-        return found
+        no instance compiled, as an instance of its own. One with constructor parameters is left
+        out (their values exist only in an instantiation), and so are generic ones: the engine
+        has no type variables."""
+        return [(d, d.name, [], d.loc) for d in self.blocks.values()
+                if id(d) not in self.compiled_blocks and not d.tparams and not d.ctor_params]
 
     def uncalled_functions(self):
         """Functions (global or local to a compiled block) nothing called; generic ones left out."""
