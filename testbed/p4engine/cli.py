@@ -3,7 +3,7 @@
     rocelab p4 check prog.p4 [-I DIR] [-D NAME[=VALUE]] [--target bmv2]   diagnostics only
     rocelab p4 info prog.p4 [-o prog.p4info.txt] [--format text|binary|json]
     rocelab p4 test prog.p4 prog.stf [-v]                    p4c's STF packet tests
-    rocelab p4 conformance [P4C_DIR] [--check stf|bmv2|p4info] [--only TEXT]
+    rocelab p4 conformance [P4C_DIR] [--check stf|bmv2|p4info|errors] [--only TEXT]
                                   the engine against a p4c checkout's record of BMv2
 
 Errors in the program are printed as `file:line:col: error: ...` with the source line and a
@@ -53,8 +53,8 @@ def register(sub, name, help_text):
         "conformance", help="hold the engine to a p4c checkout's STF tests, BMv2 suite and P4Info outputs")
     conformance.add_argument("p4c", nargs="?", metavar="P4C_DIR",
                              help="a p4c source checkout (default: build-bmv2.sh's clone, ~/p4lang-src/p4c)")
-    conformance.add_argument("--check", action="append", choices=("stf", "bmv2", "p4info"), default=None,
-                             help="run only this check (repeatable; default all three)")
+    conformance.add_argument("--check", action="append", choices=("stf", "bmv2", "p4info", "errors"), default=None,
+                             help="run only this check (repeatable; default all four)")
     conformance.add_argument("--only", metavar="TEXT", help="only the programs whose path contains TEXT")
     conformance.add_argument("-v", "--verbose", action="store_true",
                              help="also list the programs outside the engine's subset")

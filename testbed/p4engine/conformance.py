@@ -9,7 +9,10 @@ its BMv2 suite runs:
           them; testdata/p4_16_bmv_errors: it must refuse them;
 - p4info  the P4Info p4c wrote for each sample (testdata/p4_16_samples_outputs/*.p4info.txtpb):
           the engine's must hold the same entities (matched by id, compared whole); the order
-          they are listed in is reported, not judged (P4Runtime finds them by id).
+          they are listed in is reported, not judged (P4Runtime finds them by id);
+- errors  the programs p4c's front end refuses (testdata/p4_16_errors, with the lines its
+          errors name in p4_16_errors_outputs): the engine must refuse them; where its first
+          error is on none of those lines is reported, not judged.
 
 Everything runs in this process, nothing from the checkout is copied. A program the engine
 refuses as outside its subset (user-defined externs) is counted apart, not as a disagreement;
@@ -24,7 +27,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CHECKS = ("stf", "bmv2", "p4info")
+CHECKS = ("stf", "bmv2", "p4info", "errors")
 SECONDS_PER_PROGRAM = 120
 _OUTSIDE_SUBSET = re.compile(r"by this engine")
 
@@ -38,7 +41,7 @@ class CheckResult:
     agreed: list = field(default_factory=list)
     disagreed: list = field(default_factory=list)
     outside: list = field(default_factory=list)
-    reordered: list = field(default_factory=list)     # p4info: agreed, but listed in another order
+    noted: list = field(default_factory=list)     # agreed, with a difference not judged (NOTE_LABEL)
 
     @property
     def total(self):
@@ -80,6 +83,19 @@ def bmv2_programs(root):
         taken += sorted(samples.glob(pattern))
     refused = sorted((Path(root) / "testdata" / "p4_16_bmv_errors").glob("*.p4"))
     return [p for p in taken if is_v1model(p)], [p for p in refused if is_v1model(p)]
+
+
+def error_cases(root):
+    """(program, the lines of it p4c's errors name) for each v1model program p4c refuses."""
+    errors = Path(root) / "testdata" / "p4_16_errors"
+    outputs = Path(root) / "testdata" / "p4_16_errors_outputs"
+    cases = []
+    for program in sorted(errors.glob("*.p4")):
+        stderr = outputs / f"{program.name}-stderr"
+        if is_v1model(program) and stderr.is_file():
+            named = re.findall(rf"^{re.escape(program.name)}\((\d+)\):.*\berror\b", stderr.read_text(), re.M)
+            cases.append((program, {int(n) for n in named}))
+    return cases
 
 
 def p4info_cases(root):
@@ -196,9 +212,26 @@ class Conformance:
                 text_format.Parse(expected_file.read_text(), expected, allow_unknown_field=True)
                 difference, reordered = compare_p4info(expected, self._compile(program).p4info)
                 if difference is None and reordered:
-                    result.reordered.append((self._name(program), ", ".join(reordered)))
+                    result.noted.append((self._name(program), f"same entities, {', '.join(reordered)} in another order"))
                 return difference
             self._judge(result, self._name(program), attempt, refusal_is_outside=True)
+        return result
+
+    def errors(self):
+        from testbed.p4engine import P4Error
+        result = CheckResult("errors")
+        for program, lines in self._selected(error_cases(self.root)):
+            def attempt(program=program, lines=lines):
+                try:
+                    self._compile(program)
+                except P4Error as exc:
+                    _file, line, _col, message = exc.diagnostics[0]
+                    if lines and line not in lines:      # (some p4c errors name no line)
+                        result.noted.append((self._name(program), f"refused at line {line}, p4c at "
+                                             f"{', '.join(map(str, sorted(lines)))}: {message}"))
+                    return None
+                return "accepted, but p4c refuses it"
+            self._judge(result, self._name(program), attempt)
         return result
 
     def run(self, checks=CHECKS):
@@ -237,22 +270,23 @@ def _entity_key(entity):
 def report(results, out, verbose=False):
     """Each check's figures, then what disagreed; True if nothing did."""
     for r in results:
-        reordered = f" ({len(r.reordered)} list entities in another order)" if r.reordered else ""
+        noted = f" ({len(r.noted)} {NOTE_LABEL[r.check]})" if r.noted else ""
         outside = f", {len(r.outside)} {_OUTSIDE_LABEL[r.check]}" if r.outside else ""
-        print(f"{r.check:7} {len(r.agreed)} of {r.total} agree with p4c{reordered}{outside}", file=out)
+        print(f"{r.check:7} {len(r.agreed)} of {r.total} agree with p4c{noted}{outside}", file=out)
     for r in results:
         for name, why in r.disagreed:
             print(f"{r.check}: {name}: {why}", file=out)
         if verbose:
-            for name, kinds in r.reordered:
-                print(f"{r.check}: {name}: same entities, {kinds} in another order", file=out)
+            for name, note in r.noted:
+                print(f"{r.check}: {name}: {note}", file=out)
             for name, why in r.outside:
                 print(f"{r.check}: {name}: {_OUTSIDE_LABEL[r.check]}: {why}", file=out)
     return not any(r.disagreed for r in results)
 
 
 _OUTSIDE_LABEL = {"stf": "outside the engine's subset", "bmv2": "outside the engine's subset",
-                  "p4info": "not compared (the engine refuses them)"}
+                  "p4info": "not compared (the engine refuses them)", "errors": "outside the engine's subset"}
+NOTE_LABEL = {"p4info": "list entities in another order", "errors": "refused at another line than p4c"}
 
 
 def default_checkout():
