@@ -232,6 +232,37 @@ def test_a_string_literal_may_span_lines_and_hold_what_looks_like_a_comment():
     assert list(port_type.annotations) == ['@p4runtime_translation_mappings({ { "CPU" , 4 } , { "" , 0 } , })']
 
 
+def test_p4info_lists_actions_in_the_order_p4c_does():
+    # p4c lists them control by control after copying each top-level action into the controls
+    # that use it (its LocalizeAllActions): those a control's tables name, in their order (an
+    # implicit NoAction default after the table's list), then those its apply calls, then its
+    # own. The engine listed them as declared (NoAction, from core.p4, first): the order of 6 of
+    # p4c's 447 recorded v1model P4Infos (std_meta_inlining.p4, v1model-special-ops-bmv2.p4, ...).
+    src = HEAD + """
+action tag(inout bit<8> x) { x = 1; }
+action count_it(inout bit<8> x) { x = x + 1; }
+parser P(packet_in pkt, out H hdr, inout M meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control V(inout H hdr, inout M meta) { apply { } }
+control I(inout H hdr, inout M meta, inout standard_metadata_t sm) {
+    action fwd(bit<9> port) { sm.egress_spec = port; }
+    table ti { key = { hdr.h.a : exact; } actions = { fwd; tag(hdr.h.b); } }
+    apply { ti.apply(); }
+}
+control E(inout H hdr, inout M meta, inout standard_metadata_t sm) {
+    action mark() { hdr.h.b = 7; }
+    table te { key = { hdr.h.a : exact; } actions = { mark; NoAction; } }
+    apply { te.apply(); count_it(hdr.h.a); }
+}
+control C(inout H hdr, inout M meta) { apply { } }
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    info = compile_source(src).p4info
+    assert [a.preamble.name for a in info.actions] == ["tag", "NoAction", "I.fwd", "count_it", "E.mark"]
+
+
 def test_an_unterminated_string_literal_is_located():
     src = program("", 'apply { @name("unfinished) { } }')
     line = src[:src.index('"unfinished')].count("\n") + 1

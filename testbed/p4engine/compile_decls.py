@@ -814,6 +814,7 @@ class DeclarationsMixin:
         em.indent()
         info = ActionInfo(name, d, params, fn, d.annos)
         info.scope = scope          # where it is declared: its parameters' default values are read there
+        info.owner = prefix         # the control instance that declares it ("" at the top level)
         for i, p in enumerate(d.params):
             pt = self.resolve_type(p.type)
             params.append((p.name, p.direction, pt))

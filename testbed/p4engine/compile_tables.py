@@ -15,6 +15,7 @@ class TablesMixin:
     def compile_table(self, d, ctx, prefix):
         name = self.qualified(prefix, d.name, d.annos)
         info = TableInfo(name, d)
+        info.owner = prefix         # the control instance that declares it
         if self.limits is not None:
             self.limits.table(d)
         self._table_properties(info, ctx, prefix)

@@ -107,6 +107,8 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             used = self.uses.get(owner, {})
             self.out.applied_tables.update(used.get("tables", ()))
             self.out.called_actions.update(used.get("actions", ()))
+            for action in used.get("actions", ()):
+                self.out.action_callers.setdefault(action, set()).add(owner)
             pending.extend(used.get("blocks", ()))
         self.out.unapplied_blocks = self.sub_blocks - seen
 

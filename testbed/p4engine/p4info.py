@@ -224,8 +224,34 @@ class _Builder:
                 listed.add(t.default_action[0].name)
         called = set(getattr(self.c, "called_actions", None) or ())
         self.bound_params = called - listed
-        return [a for a in self.c.actions.values()
-                if (a.name in listed or a.name in called) and not _hidden(a.annos)]
+        return self._in_p4c_order([a for a in self.c.actions.values()
+                                   if (a.name in listed or a.name in called) and not _hidden(a.annos)])
+
+    def _in_p4c_order(self, actions):
+        """p4c lists actions control by control (V1Switch's), each with its sub-controls inlined:
+        its copies of top-level actions first (its LocalizeAllActions), those its tables name in
+        their order, then those its apply blocks call, then the control's own actions and its
+        sub-controls' as declared."""
+        def top(owner):
+            return owner.split(".")[0] if owner else ""
+        tables = [t for t in self.tables if getattr(t, "owner", None)]
+        callers = getattr(self.c, "action_callers", {})
+        placed = {}
+        for control in dict.fromkeys([top(t.owner) for t in tables]
+                                     + [top(a.owner) for a in actions if getattr(a, "owner", "")]):
+            for t in tables:
+                if top(t.owner) == control:
+                    for a in [a for a, _ in t.actions] + [t.default_action[0] if t.default_action else None]:
+                        if a is not None and getattr(a, "owner", None) == "":
+                            placed.setdefault(a.name, a)
+            for a in actions:
+                if getattr(a, "owner", None) == "" and control in {top(o) for o in callers.get(a.name, ())}:
+                    placed.setdefault(a.name, a)
+            for a in actions:
+                if top(getattr(a, "owner", "")) == control:
+                    placed.setdefault(a.name, a)
+        wanted = {a.name for a in actions}
+        return [a for name, a in placed.items() if name in wanted] + [a for a in actions if a.name not in placed]
 
     # -- symbols
     def collect(self):

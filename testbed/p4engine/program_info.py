@@ -227,6 +227,7 @@ class Compiled:
         self.field_lists = {}            # index -> list of slots (@field_list, clone3/resubmit data)
         self.entry_points = {}           # V1Switch role -> generated function name
         self.called_actions = set()      # actions called directly from a control body (not an action)
+        self.action_callers = {}         # those actions -> the control instances that call them
         self.applied_tables = set()      # tables whose apply() appears somewhere
         self.unapplied_blocks = set()    # sub-block instances nothing live applies (p4c removes them)
         self.package_annos = []          # annotations of `V1Switch(...) main;`
