@@ -201,11 +201,10 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
 
     # ------------------------------------------------------------------------- unused declarations
     def unused_blocks(self):
-        """(declaration, instance name, constructor arguments, where) of each parser and control
-        no instance compiled, as an instance of its own. One with constructor parameters is left
+        """The parsers and controls no instance compiled. One with constructor parameters is left
         out (their values exist only in an instantiation), and so are generic ones: the engine
         has no type variables."""
-        return [(d, d.name, [], d.loc) for d in self.blocks.values()
+        return [d for d in self.blocks.values()
                 if id(d) not in self.compiled_blocks and not d.tparams and not d.ctor_params]
 
     def uncalled_functions(self):
@@ -219,10 +218,10 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         nothing called, the blocks' own among them. A block taking extern instances is compiled
         only when applied with them (SubBlock), so it stays unchecked; so does a function taking
         one (its parameters get storage, which an extern instance cannot have)."""
-        for d, name, args, loc in self.unused_blocks():
+        for d in self.unused_blocks():
             if id(d) not in self.compiled_blocks:     # (not already as a sub-block of another)
                 ctx = Ctx(self.globals, Emitter(), d.kind, "")
-                self._check_unused(self.instantiate_block, d, name, args, ctx, loc)
+                self._check_unused(self.instantiate_block, d, d.name, [], ctx, d.loc)
         for function in self.uncalled_functions():
             self._check_unused(self._compile_uncalled_function, *function)
 
