@@ -178,7 +178,9 @@ _PARSED_ANNOTATIONS = {
 # parsed here, but p4c's P4Info shows them as written (its front end leaves them unparsed)
 _KEPT_AS_TEXT = {"p4runtime_translation_mappings"}
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_BODY_STOP = re.compile(r'"(?:\\.|[^"\\])*"|[()]')     # a string literal may span lines
+# a string literal as p4c's lexer reads it: it may span lines (the grammar's STRING too)
+_STRING_LITERAL = r'"(?:\\.|[^"\\])*"'
+_BODY_STOP = re.compile(_STRING_LITERAL + r"|[()]")
 
 
 # `@pragma NAME BODY` (to the end of the line) is p4c's other spelling of @NAME(BODY)
@@ -214,7 +216,7 @@ def _free_body_end(data, pos):
 _VALUE_BRACE_AFTER = {"=", "(", ",", "==", "!=", ")", "?", ":", "{", "return"}
 _NAMED_ITEM = re.compile(r"\s*[A-Za-z_]\w*\s*=(?!=)")
 _SCAN_STOP = re.compile(r'[;,(){}\[\]"]')
-_STRING = re.compile(r'"(\\.|[^"\\])*"')
+_STRING = re.compile(_STRING_LITERAL)
 
 
 def _struct_expression_at(data, pos):
@@ -264,7 +266,7 @@ def _get_parser():
 
 # ---------------------------------------------------------------------------------------------
 # type names: p4c's lexer knows which identifiers name types; we find them by scanning first.
-_SCAN_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|[A-Za-z_][A-Za-z0-9_]*|\d\w*|\S')
+_SCAN_TOKEN = re.compile(_STRING_LITERAL + r"|[A-Za-z_][A-Za-z0-9_]*|\d\w*|\S")
 _TYPE_DECL_KW = {"header", "header_union", "struct", "extern", "parser", "control", "package", "enum"}
 _SOFT = {"apply", "state", "key"}
 _GENERIC_FUNCS = {"lookahead", "extract"}
