@@ -338,6 +338,9 @@ def test_a_switch_that_dies_after_answering_is_named_with_its_log(tmp_path, monk
     def ready_then_killed(node, deadline):
         ready(node, deadline)
         if node.name == "leaf2":
+            # The P4Runtime port answers a moment before the switch logs its ports line.
+            while "rocelab switch: ports" not in node.log_tail() and time.monotonic() < deadline:
+                time.sleep(0.02)
             node.proc.kill()
             node.proc.wait()
     monkeypatch.setattr(nodes.P4Switch, "wait_ready", ready_then_killed)
