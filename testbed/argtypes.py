@@ -46,7 +46,12 @@ def number(lo=None, hi=None, lo_open=False):
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{shown(text)}: expected a finite number")
         if (lo is not None and (value < lo or (lo_open and value == lo))) or (hi is not None and value > hi):
-            bound = f"greater than {_fmt(lo)}" if lo_open and hi is None else _range_text(lo, hi)
+            if not lo_open:
+                bound = _range_text(lo, hi)
+            elif hi is None:
+                bound = f"greater than {_fmt(lo)}"
+            else:
+                bound = f"greater than {_fmt(lo)} and at most {_fmt(hi)}"
             raise argparse.ArgumentTypeError(f"{shown(text)} must be {bound}")
         return value
     parse.__name__ = "number"  # argparse names the type in its messages

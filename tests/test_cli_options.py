@@ -97,6 +97,17 @@ def test_target_bmv2_without_bmv2_is_one_line_and_writes_nothing(command, tmp_pa
     assert captured.out == "" and not out.exists()
 
 
+@pytest.mark.parametrize("argv, says", [
+    ("run --link-rate 0", "'0' must be greater than 0 and at most 1.6e+06"),   # not "between 0 and"
+    ("run --link-rate 2e6", "'2e6' must be greater than 0 and at most 1.6e+06"),
+    ("run --qps-per-conn 0", "'0' must be between 1 and 64"),
+])
+def test_a_range_message_says_which_ends_are_allowed(argv, says, capsys):
+    with pytest.raises(SystemExit):
+        main(argv.split())
+    assert says in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--clock", "virtual", "--help"], ["sweep", "--help"]])
 def test_help_does_not_import_grpc_or_the_controller(argv):
     # testbed/control/__init__.py and testbed/sweep/__init__.py import their heavy parts on first use:
