@@ -75,6 +75,7 @@ class FabricController:
         self.packet_in_handler = None                    # callable(switch, payload, metadata) or None
         self._pipeline = None
         self._lock = threading.RLock()
+        self._read_plans = {}     # switch -> counters.ReadPlan, reused while it fits
 
     # ------------------------------------------------------------------ session
     def connect(self, timeout=None):
@@ -413,10 +414,13 @@ class FabricController:
     # ------------------------------------------------------------------ counters
     def read_counters(self, switch=None):
         """{switch: counters} (layout in testbed/control/counters.py); `switch` narrows it down."""
+        out = {}
         with self._lock:
-            return {name: read_switch(self._conn(name), self.clos.switches[name], self.routes[name],
-                                      self.punted[name])
-                    for name in self._targets(switch)}
+            for name in self._targets(switch):
+                out[name], self._read_plans[name] = read_switch(
+                    self._conn(name), self.clos.switches[name], self.routes[name], self.punted[name],
+                    self._read_plans.get(name))
+        return out
 
     # ------------------------------------------------------------------ views
     def route_table(self, switch):

@@ -51,35 +51,56 @@ def _table_entity(table_id):
     return entity
 
 
-def read_switch(conn, switch, switch_routes, punted=None):
-    """Everything read_counters() reports for one switch, in one Read RPC."""
-    info = conn.info()
-    ports = sorted(switch.ports) + [N.CPU_PORT]
-    ids = {name: info.get("counters", name).preamble.id for name, _, _ in PORT_PRIO_COUNTERS}
-    by_id = {ids[name]: (name, pkts, nbytes) for name, pkts, nbytes in PORT_PRIO_COUNTERS}
-    drop_id = info.get("counters", N.DROP_REASON_COUNTER).preamble.id
-    demand_id = info.get("counters", N.DEMAND_BYTES).preamble.id
-    entities = [_counter_entity(cid, N.port_prio(p, q)) for cid in ids.values() for p in ports for q in range(8)]
-    entities += [_counter_entity(drop_id, reason) for reason in N.DROP_REASONS]
+class ReadPlan:
+    """One switch's counter read: the Read request and how its answers map back to ports,
+    priorities and routes. Thousands of entities, the same ones every time for a pipeline
+    and a set of routes: built once (in pure-Python protobuf, building them cost more than
+    the read itself)."""
+
+    def __init__(self, conn, switch, routes):
+        self.conn = conn
+        self.info = info = conn.info()
+        self.route_ids = frozenset(routes)
+        self.ports = sorted(switch.ports) + [N.CPU_PORT]
+        ids = {name: info.get("counters", name).preamble.id for name, _, _ in PORT_PRIO_COUNTERS}
+        self.by_id = {ids[name]: (name, pkts, nbytes) for name, pkts, nbytes in PORT_PRIO_COUNTERS}
+        self.drop_id = info.get("counters", N.DROP_REASON_COUNTER).preamble.id
+        self.demand_id = info.get("counters", N.DEMAND_BYTES).preamble.id
+        entities = [_counter_entity(cid, N.port_prio(p, q)) for cid in ids.values() for p in self.ports
+                    for q in range(8)]
+        entities += [_counter_entity(self.drop_id, reason) for reason in N.DROP_REASONS]
+        self.demand_cells = {N.demand_index(p, rid): (p, rid) for p in sorted(switch.ports) if p <= N.MAX_PORT
+                             for rid in routes}
+        entities += [_counter_entity(self.demand_id, index) for index in self.demand_cells]
+        entities.append(_direct_entity(info.get("tables", N.ECMP_MEMBER).preamble.id))
+        entities.append(_direct_entity(info.get("tables", N.TE_OVERRIDE).preamble.id))
+        # A direct counter's entry comes back with its key only (P4Runtime): the port is the
+        # action's, read from the tables themselves in the same RPC.
+        entities.append(_table_entity(info.get("tables", N.ECMP_MEMBER).preamble.id))
+        entities.append(_table_entity(info.get("tables", N.TE_OVERRIDE).preamble.id))
+        self.request = conn.read_request(entities)
+
+    def fits(self, conn, routes):
+        """Still the plan for this connection, its pipeline and these routes."""
+        return self.conn is conn and self.info is conn.info() and self.route_ids == routes.keys()
+
+
+def read_switch(conn, switch, switch_routes, punted=None, plan=None):
+    """Everything read_counters() reports for one switch, in one Read RPC; `plan` (a ReadPlan
+    from an earlier call) is reused when it still fits. Returns (counters, the plan used)."""
     routes = switch_routes.by_route_id()
-    demand_cells = {N.demand_index(p, rid): (p, rid) for p in sorted(switch.ports) if p <= N.MAX_PORT
-                    for rid in routes}
-    entities += [_counter_entity(demand_id, index) for index in demand_cells]
-    entities.append(_direct_entity(info.get("tables", N.ECMP_MEMBER).preamble.id))
-    entities.append(_direct_entity(info.get("tables", N.TE_OVERRIDE).preamble.id))
-    # A direct counter's entry comes back with its key only (P4Runtime): the port is the
-    # action's, read from the tables themselves in the same RPC.
-    entities.append(_table_entity(info.get("tables", N.ECMP_MEMBER).preamble.id))
-    entities.append(_table_entity(info.get("tables", N.TE_OVERRIDE).preamble.id))
+    if plan is None or not plan.fits(conn, routes):
+        plan = ReadPlan(conn, switch, routes)
+    info, by_id, demand_cells = plan.info, plan.by_id, plan.demand_cells
     ports_of = {}        # (table, match) -> the port its action forwards to
     needs_port = []      # (row, field, (table, match)) filled from ports_of once all is read
 
     result = {"switch": switch.name, "role": switch.role,
-              "ports": {p: {q: dict.fromkeys(FIELDS, 0) for q in range(8)} for p in ports},
+              "ports": {p: {q: dict.fromkeys(FIELDS, 0) for q in range(8)} for p in plan.ports},
               "drops": {name: 0 for name in N.DROP_REASONS.values()},
               "ecmp_members": [], "te_overrides": [], "demands": [],
               "punted": dict(punted or {"pfc": 0, "mac_control": 0})}
-    for entity in conn.read(entities):
+    for entity in conn.read(plan.request):
         kind = entity.WhichOneof("entity")
         if kind == "counter_entry":
             c = entity.counter_entry
@@ -91,9 +112,9 @@ def read_switch(conn, switch, switch_routes, punted=None):
                     cell[pkts] = data.packet_count
                     if nbytes:
                         cell[nbytes] = data.byte_count
-            elif c.counter_id == drop_id:
+            elif c.counter_id == plan.drop_id:
                 result["drops"][N.DROP_REASONS.get(index, str(index))] = data.packet_count
-            elif c.counter_id == demand_id and index in demand_cells and (data.packet_count or data.byte_count):
+            elif c.counter_id == plan.demand_id and index in demand_cells and (data.packet_count or data.byte_count):
                 port, rid = demand_cells[index]
                 result["demands"].append({"ingress_port": port, "dst_prefix": routes[rid].prefix, "route_id": rid,
                                           "packets": data.packet_count, "bytes": data.byte_count})
@@ -123,5 +144,5 @@ def read_switch(conn, switch, switch_routes, punted=None):
     result["te_overrides"].sort(key=lambda t: (t["ingress_port"], t["route_id"]))
     result["port_totals"] = {p: {f: sum(prios[q][f] for q in prios) for f in FIELDS}
                              for p, prios in result["ports"].items()}
-    return result
+    return result, plan
 

@@ -188,6 +188,10 @@ class _Client(P4RuntimeClient):
     def __init__(self, *args, thread_name="p4rt-client", **kwargs):
         self.thread_name = thread_name
         super().__init__(*args, **kwargs)
+        # Read with a request serialized once (SwitchConnection.read_request): sent as it is.
+        self.read_serialized = self.channel.unary_stream(
+            "/p4.v1.P4Runtime/Read", request_serializer=None,
+            response_deserializer=p4runtime_pb2.ReadResponse.FromString)
 
     def handshake(self):
         self.stream_recv_thread.name = f"{self.thread_name}-recv"     # (the library names it Thread-N)
@@ -403,15 +407,22 @@ class SwitchConnection:
         self.write(updates, what)
 
     # --- reads ---
-    def read(self, entities):
-        client = self._need()
+    def read_request(self, entities):
+        """The ReadRequest for `entities`, serialized: read() sends it as often as it is needed
+        (small beside thousands of entities as messages, and not serialized again each time)."""
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         if self.role is not None:
             req.role = self.role
         req.entities.extend(entities)
+        return req.SerializeToString()
+
+    def read(self, entities):
+        """The entities the switch answers for `entities` (a list, or a read_request())."""
+        client = self._need()
+        req = entities if isinstance(entities, bytes) else self.read_request(entities)
         out = []
         try:
-            for rep in client.stub.Read(req, timeout=self.rpc_timeout):   # the deadline covers the stream
+            for rep in client.read_serialized(req, timeout=self.rpc_timeout):   # the deadline covers the stream
                 out.extend(rep.entities)
         except Exception as exc:
             raise (self._no_answer(exc, self.rpc_timeout, "read")
