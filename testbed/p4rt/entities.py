@@ -644,7 +644,10 @@ class EntityHandler:
             self.state.digest_lists.configure(d.digest_id, None if op == DELETE else store[d.digest_id].config)
 
     # == Read =================================================================
-    def read(self, entity):
+    def read(self, entity, new_entity=p4runtime_pb2.Entity):
+        """The entities that answer `entity`, each made by new_entity() (a Read's response
+        can have them made in place: a copy of each costs as much as building it)."""
+        self._new_entity = new_entity
         kind = entity.WhichOneof("entity")
         handler = getattr(self, f"_read_{kind}", None) if kind else None
         if handler is None:
@@ -665,9 +668,8 @@ class EntityHandler:
         except E.TableError as exc:
             raise from_table_error(exc) from None
 
-    @staticmethod
-    def _wrap(field, message):
-        entity = p4runtime_pb2.Entity()
+    def _wrap(self, field, message):
+        entity = self._new_entity()
         getattr(entity, field).CopyFrom(message)
         return entity
 
@@ -807,7 +809,7 @@ class EntityHandler:
             counter = self._engine("counters", name, "counter")
             for i in self._indices(c, info.size, name):
                 packets, nbytes = counter.read(i)
-                entity = p4runtime_pb2.Entity()       # built in place: no copy per cell
+                entity = self._new_entity()           # built in place: no copy per cell
                 out = entity.counter_entry
                 out.counter_id = info.preamble.id
                 out.index.index = i
@@ -841,7 +843,7 @@ class EntityHandler:
             name = info.preamble.name
             register = self._engine("registers", name, "register")
             for i in self._indices(r, info.size, name):
-                entity = p4runtime_pb2.Entity()
+                entity = self._new_entity()
                 out = entity.register_entry
                 out.register_id = info.preamble.id
                 out.index.index = i

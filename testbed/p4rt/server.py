@@ -161,6 +161,22 @@ class Controller:
                     pass
 
 
+class _ReadResponses:
+    """A Read's answer: ReadResponses of up to 1000 entities, the entities made in them."""
+
+    PER_RESPONSE = 1000
+
+    def __init__(self):
+        self.filled = [p4runtime_pb2.ReadResponse()]
+
+    def new_entity(self):
+        entities = self.filled[-1].entities
+        if len(entities) >= self.PER_RESPONSE:
+            self.filled.append(p4runtime_pb2.ReadResponse())
+            entities = self.filled[-1].entities
+        return entities.add()
+
+
 class Pipeline_:
     """The installed forwarding pipeline config."""
 
@@ -416,16 +432,15 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._check_device(request.device_id)
             installed = self._require_pipeline()
             handler = self._entities(installed, self.state, self.switch.lock)
-            entities = []
+            responses = _ReadResponses()
             for entity in request.entities:
-                entities.extend(handler.read(entity))
+                handler.read(entity, new_entity=responses.new_entity)
         except P4RuntimeError as exc:
             context.abort(exc.grpc_code, exc.message)
         except Exception as exc:
             LOG.exception("read failed")
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-        for start in range(0, max(1, len(entities)), 1000):
-            yield p4runtime_pb2.ReadResponse(entities=entities[start:start + 1000])
+        yield from responses.filled
 
     # -- StreamChannel --------------------------------------------------------------------
     def StreamChannel(self, request_iterator, context):
