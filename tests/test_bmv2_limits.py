@@ -90,6 +90,23 @@ def test_a_bool_action_parameter_is_refused():
     assert len(errors) == 1 and errors[0][2].startswith("[bmv2 action-params] action parameter 'flag'")
 
 
+def test_a_register_of_no_cells_is_refused_at_its_declaration():
+    errors = bmv2_errors(program(ingress_locals="    register<bit<32>>(0) r;",
+                                 ingress="        r.write(0, 32w1);"))
+    assert [(line, col, msg.split(":")[0]) for line, col, msg in errors] == [
+        (LINE0 - 2, 5, "[bmv2 direct-register] register I.r")]
+
+
+def test_a_register_of_zero_width_cells_is_refused_on_every_target():
+    # the mutating fuzzer's find: the engine stopped with an internal error here
+    text = program(ingress_locals="    register<bit<0>>(8) r;")
+    for target in ("engine", "bmv2"):
+        with pytest.raises(P4Error) as err:
+            compile_source(text, "prog.p4", target=target)
+        assert err.value.diagnostics[0][1:3] == (LINE0 - 2, 5)
+        assert "register I.r: its cells are bit<0>, which holds nothing" in str(err.value)
+
+
 def test_a_for_loop_in_an_apply_block_is_refused():
     errors = bmv2_errors(program(ingress="        for (bit<8> i = 0; i < 4; i = i + 1) { hdr.eth.type = hdr.eth.type + 1; }"))
     assert [(line, msg.split("]")[0]) for line, _, msg in errors] == [(LINE0, "[bmv2 loops")]

@@ -37,6 +37,8 @@ backends/bmv2 (1.2.5):
   field-list        the data hash() and the checksum functions compute over is a list, a struct
                     or a header: p4c-bm2-ss makes a field list of it and refuses anything else
                     ("expected a struct"; common/helpers.cpp, convertToList)
+  direct-register   a register has at least one cell: size 0 is what p4c-bm2-ss takes for a
+                    direct register, which BMv2 does not have (simple_switch/simpleSwitch.cpp)
   deprecated-externs  v1model's deprecated mark_to_drop(), clone3, resubmit(data) and
                     recirculate(data), which the engine runs as older BMv2 did: p4c-bm2-ss has no
                     conversion for them (simple_switch/simpleSwitch.cpp converts only the
@@ -124,6 +126,10 @@ class Bmv2Limits:
             self._breach("action-params", param.loc,
                          f"action parameter '{param.name}': action parameters must be bit<> or int<> "
                          f"on this target, not bool (use bit<1>)")
+
+    def direct_register(self, name, loc):
+        self._breach("direct-register", loc, f"register {name}: size 0 (a direct register) is not supported "
+                     f"on this target (give it at least one cell)")
 
     def deprecated_extern(self, call, name):
         """A call of one of v1model's deprecated extern functions."""

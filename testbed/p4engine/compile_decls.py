@@ -688,7 +688,12 @@ class DeclarationsMixin:
                 self.err(f"register {name}: element type must be bit<W> or int<W>{shown} (p4c-bm2-ss "
                          f"refuses registers of any other type: BMv2 cells are bit strings)", loc)
             info.width = targs[0].width
+            if not info.width:
+                self.err(f"register {name}: its cells are {targs[0]}, which holds nothing (p4c-bm2-ss: "
+                         f"unknown width)", loc)
             info.size = const_arg(0, "size")
+            if info.size == 0 and self.limits is not None:
+                self.limits.direct_register(name, loc)
             if len(targs) > 1 and isinstance(targs[1], T.BitT):
                 info.index_width = targs[1].width
             info.obj = externs.Register(name, info.size, info.width, signed=targs[0].signed)
