@@ -31,10 +31,13 @@ def _sim_run(spec_kw, pattern, size, out, tap=None, qps=1, hash_mode="5tuple"):
 
     clos = build(ClosSpec(clock="virtual", link_rate_mbps=profile.LINK_RATE_MBPS, **spec_kw))
     job = job_for(clos, pattern, [size], mtu=profile.NIC_MTU, qps_per_connection=qps)
+    t0 = time.monotonic()
     with Experiment(clos, out=out, pcap=False, clock="virtual", log=lambda m: None) as exp:
+        booted_s = time.monotonic() - t0
         if tap is not None:
             tap(exp.fabric)
         spent = _time_scheduler(exp.fabric.scheduler)
+        spent["boot"] = booted_s
         result = exp.run_phase("bench", job, FabricSettings(hash=hash_mode))
         hops = sum(n.switch.counters[p].rx_packets for n in exp.fabric.switches for p in n.ports)
         frames = getattr(exp.fabric, "bench_frames", [])
@@ -115,6 +118,7 @@ def _big_run(quick):
         wall = time.monotonic() - t0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"spec": spec, "hosts": spec["leaves"] * spec["hosts_per_leaf"], "wall_s": wall, "cpu_s": spent["cpu"],
+            "boot_s": spent["boot"], "sim_wall_s": spent["wall"],
             "rss_mb": rss_mb, "status": result["collective"]["status"], "hops": hops,
             "events": result["wall_clock"]["events"], "busbw_gbps": result["collective"]["busbw_gbps"]}
 
@@ -150,8 +154,10 @@ def main(quick=False):
     big = json.loads(child.stdout.strip().splitlines()[-1])
     shape = "x".join(str(big["spec"][k]) for k in ("spines", "leaves", "hosts_per_leaf"))
     print(f"   {shape} Clos ({big['hosts']} hosts), 1 MB ring AllReduce ({big['status']}, "
-          f"busbw {big['busbw_gbps']:.1f} Gb/s): wall {big['wall_s']:.1f} s (simulation CPU {big['cpu_s']:.1f} s), "
-          f"peak RSS {big['rss_mb']:.0f} MB, {big['events']:,} events")
+          f"busbw {big['busbw_gbps']:.1f} Gb/s): wall {big['wall_s']:.1f} s (boot and programming "
+          f"{big['boot_s']:.1f} s, simulation {big['sim_wall_s']:.1f} s, counters, plots and summary "
+          f"{big['wall_s'] - big['boot_s'] - big['sim_wall_s']:.1f} s), peak RSS {big['rss_mb']:.0f} MB, "
+          f"{big['events']:,} events")
     if not quick:
         print(f"   goals        wall <= {WALL_GOAL_S:.0f} s: {'met' if big['wall_s'] <= WALL_GOAL_S else 'NOT met'}; "
               f"RSS <= {RSS_GOAL_MB} MB: {'met' if big['rss_mb'] <= RSS_GOAL_MB else 'NOT met'}")
