@@ -88,6 +88,11 @@ def deep_json_text(depth, kind=list):
     return ("[" * depth + "]" * depth) if kind is list else ('{"k":' * depth + "1" + "}" * depth)
 
 
+# Nodes deeper than this are not picked: inside an odd value's 400-deep nest, a second nest
+# made the tree too deep for the next copy.deepcopy (a RecursionError in the fuzzer itself).
+MUTATE_DEPTH = 12
+
+
 def mutate_tree(value, rng):
     """A copy of the JSON value `value` with one node changed, deleted or added."""
     import copy
@@ -96,6 +101,8 @@ def mutate_tree(value, rng):
 
     def walk(node, path):
         paths.append(path)
+        if len(path) >= MUTATE_DEPTH:
+            return
         if isinstance(node, dict):
             for k, v in node.items():
                 walk(v, path + (k,))
