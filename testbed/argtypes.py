@@ -28,7 +28,9 @@ def _fmt(value):
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
-def _range_text(lo, hi):
+def _range_text(lo, hi, lo_open=False):
+    if lo is not None and lo_open:
+        return f"greater than {_fmt(lo)}" + ("" if hi is None else f" and at most {_fmt(hi)}")
     if lo is not None and hi is not None:
         return f"between {_fmt(lo)} and {_fmt(hi)}"
     if lo is not None:
@@ -46,13 +48,7 @@ def number(lo=None, hi=None, lo_open=False):
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{shown(text)}: expected a finite number")
         if (lo is not None and (value < lo or (lo_open and value == lo))) or (hi is not None and value > hi):
-            if not lo_open:
-                bound = _range_text(lo, hi)
-            elif hi is None:
-                bound = f"greater than {_fmt(lo)}"
-            else:
-                bound = f"greater than {_fmt(lo)} and at most {_fmt(hi)}"
-            raise argparse.ArgumentTypeError(f"{shown(text)} must be {bound}")
+            raise argparse.ArgumentTypeError(f"{shown(text)} must be {_range_text(lo, hi, lo_open)}")
         return value
     parse.__name__ = "number"  # argparse names the type in its messages
     return parse

@@ -91,7 +91,7 @@ def read_switch(conn, switch, switch_routes, punted=None, plan=None):
     routes = switch_routes.by_route_id()
     if plan is None or not plan.fits(conn, routes):
         plan = ReadPlan(conn, switch, routes)
-    info, by_id, demand_cells = plan.info, plan.by_id, plan.demand_cells
+    info = plan.info
     ports_of = {}        # (table, match) -> the port its action forwards to
     needs_port = []      # (row, field, (table, match)) filled from ports_of once all is read
 
@@ -105,8 +105,8 @@ def read_switch(conn, switch, switch_routes, punted=None, plan=None):
         if kind == "counter_entry":
             c = entity.counter_entry
             index, data = c.index.index, c.data
-            if c.counter_id in by_id:
-                _, pkts, nbytes = by_id[c.counter_id]
+            if c.counter_id in plan.by_id:
+                _, pkts, nbytes = plan.by_id[c.counter_id]
                 cell = result["ports"].get(index >> 3, {}).get(index & 7)
                 if cell is not None:
                     cell[pkts] = data.packet_count
@@ -114,8 +114,9 @@ def read_switch(conn, switch, switch_routes, punted=None, plan=None):
                         cell[nbytes] = data.byte_count
             elif c.counter_id == plan.drop_id:
                 result["drops"][N.DROP_REASONS.get(index, str(index))] = data.packet_count
-            elif c.counter_id == plan.demand_id and index in demand_cells and (data.packet_count or data.byte_count):
-                port, rid = demand_cells[index]
+            elif (c.counter_id == plan.demand_id and index in plan.demand_cells
+                  and (data.packet_count or data.byte_count)):
+                port, rid = plan.demand_cells[index]
                 result["demands"].append({"ingress_port": port, "dst_prefix": routes[rid].prefix, "route_id": rid,
                                           "packets": data.packet_count, "bytes": data.byte_count})
         elif kind == "table_entry":
