@@ -16,10 +16,14 @@ class Pair:
     """NIC a (requester) and NIC b (responder) joined by a wire this test controls."""
 
     def __init__(self, **cfg):
-        cfg.setdefault("burst_bytes", 1 << 20)     # no pacing unless a test asks for it
+        # No pacing unless a test asks for it (burst_bytes): the NICs may hand frames a second
+        # ahead of their line-rate slots, as to a wire that serializes them itself.
+        lookahead = 0.0 if "burst_bytes" in cfg else 1.0
         self.t = 1000.0
-        self.a = Nic("a", A_MAC, A_IP, NicConfig(**cfg), clock=self.clock, open_sockets=False)
-        self.b = Nic("b", B_MAC, B_IP, NicConfig(**cfg), clock=self.clock, open_sockets=False)
+        self.a = Nic("a", A_MAC, A_IP, NicConfig(**cfg), clock=self.clock, open_sockets=False,
+                     tx_lookahead_s=lookahead)
+        self.b = Nic("b", B_MAC, B_IP, NicConfig(**cfg), clock=self.clock, open_sockets=False,
+                     tx_lookahead_s=lookahead)
         self.a.sock, self.b.sock = Recorder(), Recorder()
         self.qa = self.a.create_qp(0x100, 0x200, B_IP, B_MAC)
         self.qb = self.b.create_qp(0x200, 0x100, A_IP, A_MAC)
@@ -376,8 +380,9 @@ def test_a_resumed_sender_goes_on_at_line_rate_without_a_burst():
     # in the very switch queue that asked for the pause.
     p = Pair(line_rate_bps=100e6, burst_bytes=16 * 1024)
     p.a.post_write(p.qa, 1 << 20)
-    burst = p.a_sends()
-    assert len(burst) >= 10                                   # an idle NIC may burst its bucket
+    assert len(p.a_sends()) == 1                              # an idle NIC starts at line rate
+    p.t += 0.0005                                             # woken 0.5 ms late (~86.6 us a frame):
+    assert len(p.a_sends()) == 5                              # it catches up
     p.a._on_mac_control(pfc({3: 20_000}), p.t)                 # 102.4 ms at 100 Mb/s
     p.t += 0.1025
     assert len(p.a_sends()) <= 2                               # 0.1 ms at line rate, no bucket
@@ -387,6 +392,25 @@ def test_a_resumed_sender_goes_on_at_line_rate_without_a_burst():
     p.t += 0.01
     p.a._on_mac_control(pfc({3: 0}), p.t)                      # XON ends the pause early
     assert len(p.a_sends()) <= 1
+
+
+def test_an_idle_wire_earns_no_credit_so_no_burst_beats_the_line_rate():
+    # The bucket makes up for late wake-ups while packets wait. A NIC that had nothing to send
+    # starts at its line rate: bursting a bucket then would be a wire faster than its rate
+    # (a ring AllReduce's busbw came out above the line rate, its NICs idle between steps).
+    p = Pair(line_rate_bps=100e6, burst_bytes=16 * 1024)      # 1082 B frames: 86.56 us each
+    assert p.a_sends() == []
+    p.t += 1.0                                                # a second of idle wire
+    start = p.t
+    p.a.post_write(p.qa, 1 << 20)
+    frames = p.a_sends()
+    assert len(frames) == 1
+    for step in [0.001] + [0.00025] * 100:                    # woken late, then often
+        p.t += step
+        frames += p.a_sends()
+    assert len(frames) > 290
+    bits_beyond_the_first = sum(len(f) for f in frames[1:]) * 8
+    assert bits_beyond_the_first <= 100e6 * (p.t - start)      # never above the line rate
 
 
 def test_acks_of_a_paused_priority_are_held_until_the_pause_ends():

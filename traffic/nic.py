@@ -6,7 +6,8 @@ one carrying immediate data when asked and requesting an ACK); packets stay in
 an outstanding window until a cumulative ACK covers them; a NAK (PSN sequence
 error) or a local ACK timeout (counted: Meta's "LAT" counter) rewinds the send
 pointer to the oldest unacknowledged packet (go-back-N). Pacing: a NIC-wide
-token bucket at the line rate and, with DCQCN on, a per-QP rate that CNPs cut.
+token bucket at the line rate (its credit covers late wake-ups while packets wait,
+never time the wire stood idle) and, with DCQCN on, a per-QP rate that CNPs cut.
 
 The local ACK timer runs only while the oldest unacknowledged packet is on the
 wire: it starts when that packet is (re)sent, restarts on every ACK that makes
@@ -410,6 +411,7 @@ class Nic:
         self.on_rx_message = None    # callback(qp, imm_or_None) when a message completes
         self.on_cts = None           # callback(src_ip, src_rank, channel, granted)
         self.next_send = 0.0
+        self._wire_idle = True       # no QP had a packet to send at the last look
         self.tx_lookahead_s = tx_lookahead_s
         self.next_ack_due = None     # the earliest delayed ACK (bounds the loop's sleep)
         self._qp_timers_at = 0.0
@@ -533,6 +535,7 @@ class Nic:
         qps = self._qp_list
         n = len(qps)
         if not n:
+            self._wire_idle = True
             return 0
         line = self.cfg.line_rate_bps
         burst = self._burst_s
@@ -560,13 +563,21 @@ class Nic:
                 break
             size = len(frame)
             bits = size * 8
-            self.next_send = max(self.next_send, now - burst) + bits / line
+            pacer = self.next_send
+            if self._wire_idle:
+                # An idle wire earns no credit: the bucket makes up for late wake-ups while
+                # frames wait; spent after idling, it would be a wire faster than its line rate.
+                self._wire_idle = False
+                pacer = max(pacer, now)
+            self.next_send = max(pacer, now - burst) + bits / line
             if qp.dcqcn:
                 qp.next_send = max(qp.next_send, now - burst) + bits / qp.dcqcn.rate
                 qp.dcqcn.on_sent(size, now)
             qp.stats["tx_packets"] += 1
             qp.stats["tx_bytes"] += paylen
             sent += 1
+        if idle_rounds >= n:
+            self._wire_idle = True       # no QP has a packet to send: the wire idles once its last frame is out
         self._rr = i
         return sent
 
