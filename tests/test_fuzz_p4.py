@@ -28,7 +28,7 @@ from switch_fake_engine import SocketPort
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 HANG_SECONDS = 10        # real answers take milliseconds; a parse may take a second on a busy box
-RPC_HANG_SECONDS = 120   # a wildcard Read of 65536 counter cells takes CPU seconds (pure-Python protobuf), many more on a loaded box
+RPC_HANG_SECONDS = 120   # a wildcard Read of 65536 counter cells takes CPU seconds, many more on a loaded box
 
 
 class Hang(Exception):

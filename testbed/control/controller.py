@@ -137,9 +137,9 @@ class FabricController:
                 self._pipeline = pipeline_config.load(self.program_path, self.target,
                                                       self.p4info_path, self.device_config_path)
 
-            # One P4Info copy per switch, made here: pure-Python protobuf messages are not safe to
-            # read from several threads at once (CopyFrom of the shared one raised "dictionary
-            # changed size during iteration" in a 32-switch run).
+            # One P4Info copy per switch, made here: protobuf messages are not made to be read from
+            # several threads at once (on the pure-Python runtime, CopyFrom of a shared one raised
+            # "dictionary changed size during iteration" in a 32-switch run).
             p4infos = {}
             for name in self.names:
                 p4infos[name] = type(self._pipeline.p4info)()

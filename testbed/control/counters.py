@@ -54,8 +54,8 @@ def _table_entity(table_id):
 class ReadPlan:
     """One switch's counter read: the Read request and how its answers map back to ports,
     priorities and routes. Thousands of entities, the same ones every time for a pipeline
-    and a set of routes: built once (in pure-Python protobuf, building them cost more than
-    the read itself)."""
+    and a set of routes: built once and sent as bytes (building them cost more than the read
+    itself)."""
 
     def __init__(self, conn, switch, routes):
         self.conn = conn

@@ -48,8 +48,12 @@ fi
 echo "setup: installing pinned dependencies into $venv"
 # ryu 4.34 builds only with setuptools<68 and without build isolation.
 "${pip[@]}" install 'setuptools<68' wheel
-"${pip[@]}" install -r "$here/requirements.lock"
-"${pip[@]}" install --no-build-isolation 'ryu==4.34'
+# The lock names every package at its version (see its header): installed as it is.
+"${pip[@]}" install --no-deps -r "$here/requirements.lock"
+"${pip[@]}" install --no-deps --no-build-isolation 'ryu==4.34'
+"$venv/bin/python" "$here/p4runtime_bindings.py"
+"$venv/bin/python" -c 'from p4.v1 import p4runtime_pb2' \
+    || die "the p4runtime bindings do not load under protobuf $("$venv/bin/python" -c 'import google.protobuf as p; print(p.__version__)')"
 "${pip[@]}" install --no-deps --no-build-isolation -e "$repo"
 "$venv/bin/rocelab" --version >/dev/null || die "the rocelab command does not run after install"
 echo "$digest" > "$stamp"

@@ -246,7 +246,7 @@ def compare_p4info(expected, got):
         want, have = getattr(expected, fd.name), getattr(got, fd.name)
         if want == have:
             continue
-        if fd.label != fd.LABEL_REPEATED:
+        if not fd.is_repeated:
             return f"{fd.name} differs", reordered
         have_by_key = {_entity_key(e): e for e in have}
         for entity in want:

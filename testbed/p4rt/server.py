@@ -27,6 +27,7 @@ import time
 
 from google.protobuf import empty_pb2, text_format
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 from google.rpc import code_pb2, status_pb2
 import grpc
 
@@ -69,7 +70,7 @@ def _legacy_device_data(config):
     except DecodeError:
         return None
     found = None
-    for field in message.UnknownFields():
+    for field in UnknownFieldSet(message):
         if _LEGACY_CONFIG_FIELDS.get(field.field_number) != field.wire_type:
             return None
         if field.field_number == 3:
