@@ -40,7 +40,9 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 # Re-install only when the pins or the project metadata change.
 stamp="$venv/.rocelab-setup"
 digest=$(cat "$here/requirements.lock" "$repo/pyproject.toml" | sha256sum | cut -d' ' -f1)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ] && "$venv/bin/rocelab" --version >/dev/null 2>&1; then
+# A p4runtime reinstalled by hand brings back bindings protobuf cannot load: that re-runs it too.
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ] && "$venv/bin/rocelab" --version >/dev/null 2>&1 \
+        && "$venv/bin/python" -c 'from p4.v1 import p4runtime_pb2' 2>/dev/null; then
     echo "setup: $venv is up to date"
     exit 0
 fi
