@@ -13,27 +13,69 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (Mininet needs namespaces and veths): sudo make setup"
 command -v apt-get >/dev/null || die "apt-get not found: this setup supports Debian/Ubuntu only"
 
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+apt_updated=
+apt_install() {
+    export DEBIAN_FRONTEND=noninteractive
+    [ -n "$apt_updated" ] || { apt-get update -q; apt_updated=1; }
+    apt-get install -y -q --no-install-recommends "$@"
+}
+
 # --- apt: install only what is missing, so a second run does no network work ---
+# A name ending in "?" is installed where the distribution has it (Ubuntu has no chromium).
 mapfile -t wanted < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/apt-packages.txt")
 missing=()
+optional=()
 for pkg in "${wanted[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    name=${pkg%\?}
+    installed "$name" && continue
+    if [ "$name" = "$pkg" ]; then missing+=("$name"); else optional+=("$name"); fi
+done
+in_archive() { apt-cache show "$1" >/dev/null 2>&1; }
+unknown=()
+for name in "${optional[@]}"; do
+    if in_archive "$name"; then missing+=("$name"); else unknown+=("$name"); fi
 done
 if [ ${#missing[@]} -gt 0 ]; then
-    echo "setup: apt-get install ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
     # tshark asks whether non-root users may capture; answer once, non-interactively.
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
     apt-get update -q
-    apt-get install -y -q --no-install-recommends "${missing[@]}"
+    apt_updated=1
+    still=()
+    for name in "${unknown[@]}"; do      # the package lists may have been empty before
+        if in_archive "$name"; then missing+=("$name"); else still+=("$name"); fi
+    done
+    unknown=("${still[@]}")
+fi
+for name in "${unknown[@]}"; do
+    echo "setup: $name is not in this distribution's archive: skipped (the tests that need it skip)"
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: apt-get install ${missing[*]}"
+    apt_install "${missing[@]}"
 fi
 
-# --- venv with the machine's python3 ---
-"$python" -c 'import sys; sys.exit(sys.version_info < (3, 9))' \
-    || die "$python is older than 3.9"
+# --- a Python the pins support: 3.11 or newer (numpy, matplotlib and dask need it) ---
+new_enough() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
+if ! new_enough "$python"; then
+    [ -z "${PYTHON:-}" ] || die "PYTHON=$python is not Python 3.11 or newer"
+    # Ubuntu 22.04: python3 is 3.10; its archive has python3.11
+    if ! new_enough python3.11 && in_archive python3.11-venv; then
+        echo "setup: $("$python" -V 2>&1) is too old for the pins; apt-get install python3.11"
+        apt_install python3.11 python3.11-venv python3.11-dev
+    fi
+    new_enough python3.11 || die "$("$python" -V 2>&1) is too old: the pinned packages need Python 3.11 or newer"
+    echo "setup: $python is $("$python" -V 2>&1 | cut -d' ' -f2): the venv uses python3.11"
+    python=python3.11
+fi
+
+# --- the venv ---
 if [ ! -x "$venv/bin/python" ]; then
     echo "setup: creating $venv"
     "$python" -m venv "$venv"
+elif ! new_enough "$venv/bin/python"; then
+    echo "setup: $venv has $("$venv/bin/python" -V 2>&1); made again with $("$python" -V 2>&1)"
+    "$python" -m venv --clear "$venv"
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 
