@@ -563,13 +563,13 @@ class Nic:
                 break
             size = len(frame)
             bits = size * 8
-            pacer = self.next_send
             if self._wire_idle:
                 # An idle wire earns no credit: the bucket makes up for late wake-ups while
                 # frames wait; spent after idling, it would be a wire faster than its line rate.
                 self._wire_idle = False
-                pacer = max(pacer, now)
-            self.next_send = max(pacer, now - burst) + bits / line
+                if self.next_send < now:
+                    self.next_send = now
+            self.next_send = max(self.next_send, now - burst) + bits / line
             if qp.dcqcn:
                 qp.next_send = max(qp.next_send, now - burst) + bits / qp.dcqcn.rate
                 qp.dcqcn.on_sent(size, now)

@@ -15,9 +15,10 @@ command -v apt-get >/dev/null || die "apt-get not found: this setup supports Deb
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 apt_updated=
+apt_update() { [ -n "$apt_updated" ] || { apt-get update -q; apt_updated=1; }; }
 apt_install() {
     export DEBIAN_FRONTEND=noninteractive
-    [ -n "$apt_updated" ] || { apt-get update -q; apt_updated=1; }
+    apt_update
     apt-get install -y -q --no-install-recommends "$@"
 }
 
@@ -39,8 +40,7 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     # tshark asks whether non-root users may capture; answer once, non-interactively.
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-    apt-get update -q
-    apt_updated=1
+    apt_update
     still=()
     for name in "${unknown[@]}"; do      # the package lists may have been empty before
         if in_archive "$name"; then missing+=("$name"); else still+=("$name"); fi
@@ -78,13 +78,14 @@ elif ! new_enough "$venv/bin/python"; then
     "$python" -m venv --clear "$venv"
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+bindings_load() { "$venv/bin/python" -c 'from p4.v1 import p4runtime_pb2' 2>/dev/null; }
 
 # Re-install only when the pins or the project metadata change.
 stamp="$venv/.rocelab-setup"
 digest=$(cat "$here/requirements.lock" "$repo/pyproject.toml" | sha256sum | cut -d' ' -f1)
 # A p4runtime reinstalled by hand brings back bindings protobuf cannot load: that re-runs it too.
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ] && "$venv/bin/rocelab" --version >/dev/null 2>&1 \
-        && "$venv/bin/python" -c 'from p4.v1 import p4runtime_pb2' 2>/dev/null; then
+        && bindings_load; then
     echo "setup: $venv is up to date"
     exit 0
 fi
@@ -96,8 +97,7 @@ echo "setup: installing pinned dependencies into $venv"
 "${pip[@]}" install --no-deps -r "$here/requirements.lock"
 "${pip[@]}" install --no-deps --no-build-isolation 'ryu==4.34'
 "$venv/bin/python" "$here/p4runtime_bindings.py"
-"$venv/bin/python" -c 'from p4.v1 import p4runtime_pb2' \
-    || die "the p4runtime bindings do not load under protobuf $("$venv/bin/python" -c 'import google.protobuf as p; print(p.__version__)')"
+bindings_load || die "the p4runtime bindings do not load under protobuf $("$venv/bin/python" -c 'import google.protobuf as p; print(p.__version__)')"
 "${pip[@]}" install --no-deps --no-build-isolation -e "$repo"
 "$venv/bin/rocelab" --version >/dev/null || die "the rocelab command does not run after install"
 echo "$digest" > "$stamp"
