@@ -197,6 +197,59 @@ def test_empty_tuples():
     assert run(src, frame()) == [(0, frame(ethertype=7))]
 
 
+def test_tuple_constants_at_the_top_level_and_in_a_control():
+    # p4c's tuple3.p4 and issue3283.p4: a tuple constant, and a tuple indexed by a constant
+    src = program("""
+        const tuple<bit<16>, bool> local = {0x0102, true};
+        apply {
+            if (local[1] && PAIR[0] == 3) {
+                hdr.eth.type = local[0] + (bit<16>){8w9, 8w4}[1];
+                hash(hdr.eth.dst, HashAlgorithm.identity, 48w0, PAIR, 48w1 << 47);
+            }
+        }""", decls="const tuple<bit<8>, tuple<bit<8>, bit<8>>> PAIR = {3, {4, 5}};")
+    assert run(src, frame()) == [(0, frame(dst=0x030405, ethertype=0x0106))]
+    compile_source(src, target="bmv2")
+
+
+@pytest.mark.parametrize("decl, marker, message", [
+    ("const tuple<bit<8>, bit<8>> T = {1};", "{1}", "tuple<bit<8>, bit<8>> has 2 elements but the initializer has 1"),
+    ("const tuple<bit<8>> T = {1}; const bit<8> U = T[1];", "1]", "index 1 is out of bounds for tuple<bit<8>>"),
+])
+def test_tuple_constants_of_the_wrong_shape_are_refused_where_they_are_written(decl, marker, message):
+    src = program("apply { }", decls=decl)
+    text = refused(src)
+    line, col = line_col(src, marker)
+    assert message in text and f":{line}:{col}:" in text
+
+
+def test_tuple_and_struct_constants_compare_with_lists():
+    # p4c's list-compare.p4: constants compare at compile time; against run-time values the
+    # constant is compared as its declared type
+    src = program("""
+        apply {
+            hdr.eth.type = 0;
+            if (!DIFFERENT && SAME) { hdr.eth.type = 1; }
+            if (X == {(bit<8>)hdr.eth.dst, 20}) { hdr.eth.type = hdr.eth.type + 2; }
+            if (PS == {l = (bit<8>)hdr.eth.dst - 9, r = 2}) { hdr.eth.type = hdr.eth.type + 4; }
+        }""", decls="""
+        struct pair_s { bit<8> l; bit<8> r; }
+        const tuple<bit<8>, bit<8>> X = {10, 20};
+        const pair_s PS = {1, 2};
+        const bool DIFFERENT = X == {30, 40};
+        const bool SAME = X == X && X != {10, 21};""")
+    assert run(src, frame(dst=10)) == [(0, frame(dst=10, ethertype=7))]
+    assert run(src, frame(dst=11)) == [(0, frame(dst=11, ethertype=1))]
+
+def test_match_kind_is_a_type_and_its_members_are_values():
+    # p4c's issue3091.p4 declares `const tuple<match_kind> exact_once = {exact};` (for an extern
+    # the engine does not have); the spec defines == and != on match_kind
+    src = program("""
+        apply {
+            match_kind k = KINDS[1];
+            if (k == lpm && KINDS[0] != k) { hdr.eth.type = 1; }
+        }""", decls="const tuple<match_kind, match_kind> KINDS = {exact, lpm};")
+    assert run(src, frame()) == [(0, frame(ethertype=1))]
+
 def test_a_serializable_enum_member_may_be_initialized_with_dots():
     src = program("apply { Kind k = Kind.A; hdr.eth.type = (bit<8>)k ++ (bit<8>)Kind.B; }",
                   decls="enum bit<8> Kind { A = ..., B = 2 }")

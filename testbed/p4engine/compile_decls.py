@@ -122,6 +122,8 @@ class DeclarationsMixin:
             return T.VOID
         if k == "t_error":
             return T.ERROR
+        if k == "t_match_kind":
+            return T.MATCH_KIND
         if k == "t_string":
             return T.STRING
         if k == "t_varbit":
@@ -254,12 +256,13 @@ class DeclarationsMixin:
                 if m not in self.errors:
                     self.errors.append(m)
         elif k == "match_kind_decl":
-            self.match_kinds.update(d.members)
+            base = len(self.match_kinds)
+            self.match_kinds.update((m, base + i) for i, m in enumerate(d.members))
         elif k == "const":
             t = self.resolve_type(d.type)
-            if isinstance(t, T.StructT):
+            if isinstance(t, (T.StructT, T.ListT)):
                 ctx = Ctx(self.globals, Emitter(), "const", "")
-                self.globals.declare(d.name, Sym("const", self.const_struct(self.expr(d.value, ctx, t), t, d.value.loc)))
+                self.globals.declare(d.name, Sym("const", self.const_aggregate(self.expr(d.value, ctx, t), t, d.value.loc)))
                 return
             v = self.const_eval(d.value, expected=t)
             if d.name == V1MODEL_VERSION_CONST and d.loc.file.endswith("v1model.p4"):
@@ -377,25 +380,34 @@ class DeclarationsMixin:
                          f"int<W> or bool, not {ft}", loc)
         return out
 
-    def const_struct(self, v, t, loc):
-        """A struct constant: its list or structure expression, checked, converted to the field
-        types and put in field order (a read-only list whose `info` is the struct type)."""
+    def const_aggregate(self, v, t, loc):
+        """A struct or tuple constant: its list (or, for a struct, structure) expression,
+        checked, converted to the element types and put in order (a read-only list whose `info`
+        is the declared type)."""
         if v.kind != "list":
-            self.err(f"a constant of type {t} needs a list or structure expression", loc)
+            self.err(f"a constant of type {t} needs a list{' or structure' if isinstance(t, T.StructT) else ''} "
+                     f"expression", loc)
         items = v.items
-        if v.name is not None:
-            if sorted(v.name) != sorted(f for f, _ in t.fields):
-                self.err(f"the structure expression's fields ({', '.join(v.name)}) are not those of {t}", loc)
-            by_name = dict(zip(v.name, items))
-            items = [by_name[f] for f, _ in t.fields]
-        if len(items) != len(t.fields):
-            self.err(f"{t} has {len(t.fields)} fields but the list has {len(items)} values", loc)
+        if isinstance(t, T.StructT):
+            fields = t.fields
+            if v.name is not None:
+                if sorted(v.name) != sorted(f for f, _ in fields):
+                    self.err(f"the structure expression's fields ({', '.join(v.name)}) are not those of {t}", loc)
+                by_name = dict(zip(v.name, items))
+                items = [by_name[f] for f, _ in fields]
+            if len(items) != len(fields):
+                self.err(f"{t} has {len(fields)} fields but the list has {len(items)} values", loc)
+        else:
+            fields = [(f"element {i}", et) for i, et in enumerate(t.types)]
+            if v.name is not None or len(items) != len(fields):
+                self.err(f"{t} has {len(fields)} elements but the initializer has {len(items)}", loc)
         out = []
-        for (fname, ft), item in zip(t.fields, items):
-            if isinstance(ft, T.StructT):
-                out.append(self.const_struct(item, ft, loc))
+        for (fname, ft), item in zip(fields, items):
+            if isinstance(ft, (T.StructT, T.ListT)):
+                out.append(self.const_aggregate(item, ft, loc))
             elif ft.aggregate:
-                self.err(f"constant {t}: field '{fname}' of type {ft} is not supported in a constant", loc)
+                self.err(f"constant {t}: {'' if fname.startswith('element') else 'field '}'{fname}' of type {ft} "
+                         f"is not supported in a constant", loc)
             elif not item.is_const:
                 self.err("const initializer must be a compile-time constant", loc)
             else:
@@ -607,8 +619,8 @@ class DeclarationsMixin:
         if k == "const":
             t = self.resolve_type(d.type)
             v = self.expr(d.value, ctx, t)
-            if isinstance(t, T.StructT):
-                ctx.scope.declare(d.name, Sym("const", self.const_struct(v, t, d.value.loc)))
+            if isinstance(t, (T.StructT, T.ListT)):
+                ctx.scope.declare(d.name, Sym("const", self.const_aggregate(v, t, d.value.loc)))
                 return
             if not v.is_const:
                 self.err("const initializer must be a compile-time constant", d.value.loc)

@@ -109,6 +109,9 @@ class ExpressionsMixin:
         if s is None:
             if n.name in ("accept", "reject"):
                 self.err(f"'{n.name}' is a parser state, not a value", n.loc)
+            if n.name in self.match_kinds:      # a match_kind member is a value too (tuple<match_kind>)
+                number = self.match_kinds[n.name]
+                return Val("rv", T.MATCH_KIND, str(number), const=number)
             self.err(f"unknown name '{n.name}'", n.loc)
         if s.kind in ("var", "const"):
             return s.val
@@ -223,6 +226,11 @@ class ExpressionsMixin:
             et = base.type.types[i]
             slot = slot_add(base.slot, base.type.offsets()[i])
             return agg(slot, et) if et.aggregate else lv(slot, et)
+        if base.kind == "list" and not isinstance(base.info, T.StructT):     # a tuple constant or literal
+            i = self.const_int_val(n.index, ctx)
+            if not 0 <= i < len(base.items):
+                self.err(f"index {i} is out of bounds for {base.type}", n.index.loc)
+            return base.items[i]
         if base.kind != "agg" or not isinstance(base.type, T.StackT):
             self.err("only header stacks and tuples can be indexed", n.index.loc)
         idx = self.scalar(self.expr(n.index, ctx), n.index.loc)
@@ -427,6 +435,21 @@ class ExpressionsMixin:
             # equal to the invalid header (union) exactly when not valid (no member valid)
             code = " or ".join(f"S[{slot}]" for slot in a.type.validity_slots(a.slot))
             return Val("rv", T.BOOL, f"(not ({code}))" if op == "==" else f"bool({code})")
+        if op in ("==", "!=") and a.kind == b.kind == "list":
+            # two list values: constants compare now; else a declared constant becomes storage
+            if a.info is not None and b.info is not None and a.info != b.info:
+                self.err(f"cannot compare {a.info} with {b.info}", n.loc)
+            ca, cb = _constant_items(a), _constant_items(b)
+            if ca is not None and cb is not None:
+                if len(ca) != len(cb):
+                    self.err(f"cannot compare {a.type} with {b.type}", n.loc)
+                return lit((ca == cb) == (op == "=="), T.BOOL)
+            typed, other = (a, b) if isinstance(a.info, (T.StructT, T.ListT)) else (b, a)
+            if not isinstance(typed.info, (T.StructT, T.ListT)):
+                self.err("cannot compare two list expressions of unknown types (cast one of them)", n.loc)
+            base = self.alloc(typed.info, "compare")
+            self.assign_list(agg(base, typed.info), typed, ctx, n.loc)
+            a, b = agg(base, typed.info), other
         if op in ("==", "!=") and {a.kind, b.kind} == {"agg", "list"}:
             # a struct or header against a list or structure expression: compare as its type
             a, b = (a, b) if a.kind == "agg" else (b, a)
@@ -671,6 +694,14 @@ class ExpressionsMixin:
         else:
             return f"(S[{x}:{slot_add(x, t.slots())}] == S[{y}:{slot_add(y, t.slots())}])"
         return "(" + " and ".join(parts) + ")" if parts else "True"
+
+
+def _constant_items(v):
+    """The nested Python values of a list whose items are all constants, else None."""
+    if v.kind == "list":
+        items = [_constant_items(i) for i in v.items]
+        return None if any(i is None for i in items) else tuple(items)
+    return v.const
 
 
 def _has_side_effects(node):

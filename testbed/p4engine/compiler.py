@@ -46,7 +46,7 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         self.types = {}
         self.globals = Scope()
         self.errors = list(CORE_ERRORS)
-        self.match_kinds = set()
+        self.match_kinds = {}         # name -> its number (declaration order), as a value
         self.slots = [None] * NUM_HIDDEN   # initial value per slot
         self.slot_names = ["<hidden>"] * NUM_HIDDEN
         self.em = Emitter()

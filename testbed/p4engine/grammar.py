@@ -23,6 +23,7 @@ ann_arg: expr | any_name "=" expr | base_type | "string" -> t_string    // @p4ru
 
 // ---------------- types
 ?type_ref: base_type | named_type | spec_type | stack_type | "void" -> t_void | "error" -> t_error
+          | "match_kind" -> t_match_kind    // a baseType in the spec's grammar: tuple<match_kind>
           | "string" -> t_string | "tuple" _lt [type_list] _gt -> t_tuple | "list" _lt type_ref _gt -> t_list
           | "." named_type | "." spec_type    // p4c's prefixedType: .T is the top level's T
 base_type: "bool"                      -> t_bool

@@ -566,6 +566,10 @@ class AstBuilder(Transformer):
         return Node("t_error", self._loc(meta))
 
     @v_args(meta=True)
+    def t_match_kind(self, meta, ch):
+        return Node("t_match_kind", self._loc(meta))
+
+    @v_args(meta=True)
     def t_string(self, meta, ch):
         return Node("t_string", self._loc(meta))
 
