@@ -250,6 +250,21 @@ def test_match_kind_is_a_type_and_its_members_are_values():
         }""", decls="const tuple<match_kind, match_kind> KINDS = {exact, lpm};")
     assert run(src, frame()) == [(0, frame(ethertype=1))]
 
+def test_serializable_enum_values_are_their_underlying_type_in_operators():
+    # p4c's issue3635.p4: the type checker reads a serializable enum as its underlying type in
+    # arithmetic, bitwise and relational operators, concatenation, shifts, - and ~
+    src = program("""
+        apply {
+            bit<8> both = Ea.a ++ Ea.b;
+            if (Ea.a < Ea.b && Ea.b == Fb.y && (Ea.a & Ea.b) == 0) {
+                hdr.eth.type = both ++ (Ea.a + Ea.b) ++ (~Ea.a);
+                hdr.eth.dst = (bit<48>)((-Ea.b) ++ ((Ea.c << 2) | (bit<4>)Ea.a));
+            }
+        }""", decls="""
+        enum bit<4> Ea { a = 1, b = 2, c = 3 }
+        enum bit<4> Fb { y = 2 }""")
+    assert run(src, frame()) == [(0, frame(dst=0xED, ethertype=0x123E))]
+
 def test_a_serializable_enum_member_may_be_initialized_with_dots():
     src = program("apply { Kind k = Kind.A; hdr.eth.type = (bit<8>)k ++ (bit<8>)Kind.B; }",
                   decls="enum bit<8> Kind { A = ..., B = 2 }")

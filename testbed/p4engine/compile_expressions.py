@@ -348,16 +348,13 @@ class ExpressionsMixin:
         if (v.kind == "list" and isinstance(t, (T.StructT, T.HeaderT, T.StackT))) or v.kind == "invalid":
             return v
         v = self.scalar(v, n.expr.loc)
-        vt = v.type
         if isinstance(t, T.EnumT) and t.base is not None:
             inner = self.cast_scalar(v, t.base, n.loc)
             return Val("rv", t, inner.code, const=inner.const)
-        if isinstance(vt, T.EnumT) and vt.base is not None:
-            v = Val("rv", vt.base, v.code, const=v.const)
-        return self.cast_scalar(v, t, n.loc)
+        return self.cast_scalar(_underlying(v), t, n.loc)
 
     def x_unop(self, n, ctx, expected):
-        v = self.scalar(self.expr(n.expr, ctx, expected), n.expr.loc)
+        v = _underlying(self.scalar(self.expr(n.expr, ctx, expected), n.expr.loc))
         t = v.type
         if n.op == "!":
             if not isinstance(t, T.BoolT):
@@ -461,8 +458,8 @@ class ExpressionsMixin:
                 self.err(f"cannot compare {a.type} with {b.type}", n.loc)
             code = self.agg_equal(a.type, a.slot, b.slot)
             return Val("rv", T.BOOL, code if op == "==" else f"(not {code})")
-        a = self.scalar(a, n.left.loc)
-        b = self.scalar(b, n.right.loc)
+        a = _underlying(self.scalar(a, n.left.loc))
+        b = _underlying(self.scalar(b, n.right.loc))
         if isinstance(a.type, T.VarbitT) or isinstance(b.type, T.VarbitT):
             if op not in ("==", "!=") or a.type != b.type:
                 self.err(f"varbit values can only be compared (== or !=) with the same varbit type", n.loc)
@@ -694,6 +691,15 @@ class ExpressionsMixin:
         else:
             return f"(S[{x}:{slot_add(x, t.slots())}] == S[{y}:{slot_add(y, t.slots())}])"
         return "(" + " and ".join(parts) + ")" if parts else "True"
+
+
+def _underlying(v):
+    """A serializable enum's value as its underlying type, as p4c's type checker reads one in
+    every operator: relations, arithmetic, concatenation, shifts, - and ~ (typeCheckExpr.cpp)."""
+    t = v.type
+    if isinstance(t, T.EnumT) and t.base is not None:
+        return Val("rv", t.base, v.code, const=v.const)
+    return v
 
 
 def _constant_items(v):
