@@ -389,25 +389,26 @@ class DeclarationsMixin:
                      f"expression", loc)
         items = v.items
         if isinstance(t, T.StructT):
-            fields = t.fields
             if v.name is not None:
-                if sorted(v.name) != sorted(f for f, _ in fields):
+                if sorted(v.name) != sorted(f for f, _ in t.fields):
                     self.err(f"the structure expression's fields ({', '.join(v.name)}) are not those of {t}", loc)
                 by_name = dict(zip(v.name, items))
-                items = [by_name[f] for f, _ in fields]
-            if len(items) != len(fields):
-                self.err(f"{t} has {len(fields)} fields but the list has {len(items)} values", loc)
+                items = [by_name[f] for f, _ in t.fields]
+            if len(items) != len(t.fields):
+                self.err(f"{t} has {len(t.fields)} fields but the list has {len(items)} values", loc)
+            parts = [(f"field '{f}'", ft) for f, ft in t.fields]
         else:
-            fields = [(f"element {i}", et) for i, et in enumerate(t.types)]
-            if v.name is not None or len(items) != len(fields):
-                self.err(f"{t} has {len(fields)} elements but the initializer has {len(items)}", loc)
+            if v.name is not None:
+                self.err(f"a constant of type {t} needs a list expression, not a structure expression", loc)
+            if len(items) != len(t.types):
+                self.err(f"{t} has {len(t.types)} elements but the initializer has {len(items)}", loc)
+            parts = [(f"element {i}", et) for i, et in enumerate(t.types)]
         out = []
-        for (fname, ft), item in zip(fields, items):
+        for (part, ft), item in zip(parts, items):
             if isinstance(ft, (T.StructT, T.ListT)):
                 out.append(self.const_aggregate(item, ft, loc))
             elif ft.aggregate:
-                self.err(f"constant {t}: {'' if fname.startswith('element') else 'field '}'{fname}' of type {ft} "
-                         f"is not supported in a constant", loc)
+                self.err(f"constant {t}: {part} of type {ft} is not supported in a constant", loc)
             elif not item.is_const:
                 self.err("const initializer must be a compile-time constant", loc)
             else:
