@@ -46,14 +46,12 @@ if [ ${#missing[@]} -gt 0 ]; then
         if in_archive "$name"; then missing+=("$name"); else still+=("$name"); fi
     done
     unknown=("${still[@]}")
+    echo "setup: apt-get install ${missing[*]}"
+    apt_install "${missing[@]}"
 fi
 for name in "${unknown[@]}"; do
     echo "setup: $name is not in this distribution's archive: skipped (the tests that need it skip)"
 done
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "setup: apt-get install ${missing[*]}"
-    apt_install "${missing[@]}"
-fi
 
 # --- a Python the pins support: 3.11 or newer (numpy, matplotlib and dask need it) ---
 new_enough() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
