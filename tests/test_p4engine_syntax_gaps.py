@@ -404,6 +404,31 @@ def test_pragma_is_an_annotation_to_the_end_of_the_line():
     assert prog.new_pipeline().process(0, frame()) == [(5, frame())]
 
 
+def test_a_pragma_string_may_go_on_past_the_end_of_its_line():
+    # p4c's pragma-string.p4: the string ends the pragma, not the newline inside it; a backslash
+    # before a newline splices the lines with nothing between them, as cpp does everywhere
+    src = program('''
+        @pragma name "fwd with
+newline"
+        action fwd(bit<9> port) { sm.egress_spec = port; }
+        @pragma name "other quoted \\
+newline"
+        action other() { }
+        table t {
+            key = { hdr.eth.type : exact; }
+            actions = { fwd; other; }
+            const entries = { 0x0800 : fwd(5); }
+            default_action = other;
+        }
+        apply { t.apply(); }''')
+    prog = compile_source(src)
+    assert sorted(a.preamble.name for a in prog.p4info.actions) == ["I.fwd with\nnewline", "I.other quoted newline"]
+    assert prog.new_pipeline().process(0, frame()) == [(5, frame())]
+    # the lines after such a string keep their numbers
+    bad = src.replace("action other() { }", "action other() { x = 1; }")
+    line, col = line_col(bad, "x = 1")
+    assert f":{line}:{col}:" in refused(bad)
+
 def test_a_parenthesized_mask_range_or_default_is_a_keyset_of_one():
     # p4c's reducedSimpleKeysetExpression (issue2514.p4): (a &&& m), (lo .. hi), (_), (default)
     src = """

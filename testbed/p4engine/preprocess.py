@@ -121,7 +121,7 @@ class Preprocessor:
         lineno = i + 1
         while raw.endswith("\\") and i + 1 < len(lines):
             i += 1
-            raw = raw[:-1] + " " + lines[i]
+            raw = raw[:-1] + lines[i]      # as cpp splices: nothing in between
             self._emit("", file, lineno)
         return raw, i + 1
 

@@ -183,8 +183,9 @@ _STRING_LITERAL = r'"(?:\\.|[^"\\])*"'
 _BODY_STOP = re.compile(_STRING_LITERAL + r"|[()]")
 
 
-# `@pragma NAME BODY` (to the end of the line) is p4c's other spelling of @NAME(BODY)
-_PRAGMA = re.compile(r"@pragma[ \t]+([A-Za-z_]\w*)[ \t]*([^\n]*)")
+# `@pragma NAME BODY` (to the end of the line, which a string in it may carry on) is p4c's other
+# spelling of @NAME(BODY)
+_PRAGMA = re.compile(r"@pragma[ \t]+([A-Za-z_]\w*)[ \t]*((?:" + _STRING_LITERAL + r'|[^\n"])*)')
 
 
 def _pragma_as_annotation(m):
