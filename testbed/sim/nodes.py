@@ -75,10 +75,26 @@ class SimSwitch:
 
     def _after_input(self, now):
         """Serve what the input queued, and tell the idle queue sampler."""
-        if self.switch._busy or self.switch.delay_line:
-            self._schedule(now)
+        switch = self.switch
+        if switch._busy or switch.delay_line:
+            self._schedule(now if switch.delay_line else self._first_send(now))
             if self.on_queued is not None:
                 self.on_queued()
+
+    def _first_send(self, now):
+        """When a port with something queued may first send: now if its link is free, else
+        when the first such link frees. A service before then would send nothing (a frame
+        that finds its port still serializing the one before is served once, not twice)."""
+        first = None
+        ports = self.switch.egress_ports
+        for number in self.switch._busy:
+            port = ports[number]
+            free = port.link_free_at if port.rate_bps else now
+            if free <= now:
+                return now
+            if first is None or free < first:
+                first = free
+        return first
 
     def _take_injected(self):
         """Frames other threads injected (packet-out on the CPU port), received now, like the
