@@ -271,6 +271,20 @@ def test_a_serializable_enum_member_may_be_initialized_with_dots():
     assert run(src, frame()) == [(0, frame(ethertype=0x0002))]
 
 
+def test_a_serializable_enum_member_may_be_initialized_from_the_members_before_it():
+    # p4c's issue3616.p4: c = (bit<4>)a, d = a; the name is the member, not a constant outside
+    src = program("apply { hdr.eth.type = (bit<8>)Kind.C ++ (bit<8>)Kind.D; hdr.eth.src = (bit<48>)(bit<8>)S.M; }",
+                  decls="""
+        const bit<8> A = 100;
+        enum bit<8> Kind { A = 3, B = A + 1, C = (bit<8>)B << 2, D = A }
+        enum int<8> S { N = -2, M = N * 3 }""")
+    assert run(src, frame()) == [(0, frame(src=0xFA, ethertype=0x1003))]
+    # a member names only those before it
+    bad = program("apply { }", decls="enum bit<8> Kind { A = B, B = 2 }")
+    line, col = line_col(bad, "B, B")
+    assert refused(bad).startswith(f"<string>:{line}:{col}: error: unknown name 'B'")
+
+
 @pytest.mark.parametrize("value, why", [
     ("300", "the value 300 requires 9 bits but the underlying unsigned type bit<8> only contains 8 bits"),
     ("-1", "the value -1 is negative, but the underlying type bit<8> is unsigned"),

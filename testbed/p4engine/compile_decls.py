@@ -246,10 +246,12 @@ class DeclarationsMixin:
             if not isinstance(base, T.BitT):
                 self.err("serializable enums need a bit<W> or int<W> underlying type", d.loc)
             values = {}
+            earlier = Scope(self.globals)   # a member's value may name the members before it
             for name, e in d.members:
-                v = 0 if e.kind == "dots" else self.const_int(e, "enum value")    # `A = ...` is 0
+                v = 0 if e.kind == "dots" else self.const_int(e, "enum value", earlier)    # `A = ...` is 0
                 self.check_enum_value(d, name, v, base, e.loc)
                 values[name] = v & base.mask
+                earlier.declare(name, Sym("const", self.coerce_const(v, base, e.loc)))
             self.types[d.name] = T.EnumT(d.name, [n for n, _ in d.members], base, values)
         elif k == "error_decl":
             for m in d.members:
