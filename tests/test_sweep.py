@@ -398,6 +398,22 @@ def test_a_second_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
     assert not left
 
 
+def test_the_resource_tracker_cleans_up_a_killed_workers_semaphore_without_warning():
+    # Now and then the second Ctrl-C above killed a worker Dask was starting while it held a
+    # semaphore, and the tracker's "leaked semaphore" warnings followed the one line. A process
+    # that exits without releasing one shows the same; the tracker outlives it and holds its
+    # stderr, so run() returns once the tracker has cleaned up.
+    def leave_a_semaphore(quiet):
+        code = ("import multiprocessing, os\n"
+                "from testbed.sweep.cluster import start_quiet_resource_tracker\n"
+                f"if {quiet}: start_quiet_resource_tracker()\n"
+                "held = multiprocessing.get_context('forkserver').Semaphore()\n"
+                "os._exit(0)\n")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stderr
+    assert "leaked semaphore" in leave_a_semaphore(quiet=False)
+    assert leave_a_semaphore(quiet=True) == ""
+
+
 def test_a_closing_worker_does_not_log_the_heartbeat_traceback():
     # After a Ctrl-C, now and then a worker busy with a point printed "distributed.worker -
     # ERROR - Failed to communicate with scheduler during heartbeat." and a CommClosedError

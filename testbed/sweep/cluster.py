@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import re
+import sys
 
 CONNECT_TIMEOUT_S = 5
 _ADDRESS = re.compile(r"^(tcp|tls|inproc|ws|wss|ucx)://\S+$|^[A-Za-z0-9.\-\[\]:]+:\d+$")
@@ -119,6 +120,7 @@ def _start_fork_server():
 
     import dask
     from distributed.utils import get_mp_context
+    start_quiet_resource_tracker()
     if threading.current_thread() is not threading.main_thread():
         return          # Ctrl-C is the main thread's business; Dask starts the server itself
     get_mp_context()    # Dask's list of modules the server imports once for all its workers
@@ -182,3 +184,21 @@ def _quiet_dask_logs():
 def _one_line(exc):
     text = " ".join(str(exc).split())
     return text[:200] or type(exc).__name__
+
+
+QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def start_quiet_resource_tracker():
+    """Start multiprocessing's resource tracker (if it is not running yet) without its warnings.
+    A second Ctrl-C that kills workers Dask is still starting can leave the tracker holding a
+    semaphore of theirs; at exit it unlinks what is left, and printed "There appear to be 1 leaked
+    semaphore objects" and "[Errno 2] No such file or directory" (already gone) under the one
+    line a Ctrl-C prints. It cleans up all the same; only the warnings go. The tracker takes
+    its warning filters from the command line it is started with (sys.warnoptions)."""
+    import multiprocessing.resource_tracker
+    sys.warnoptions.append(QUIET_TRACKER)
+    try:
+        multiprocessing.resource_tracker.ensure_running()
+    finally:
+        sys.warnoptions.remove(QUIET_TRACKER)
