@@ -17,6 +17,8 @@ LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
                        "distributed.admin.system-monitor.interval": "2s",
                        # forked from a server that ignores Ctrl-C (_start_fork_server)
                        "distributed.worker.multiprocessing-method": "forkserver"}
+# the resource tracker's warning filter (start_quiet_resource_tracker)
+QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
 
 
 class ClusterError(RuntimeError):
@@ -184,9 +186,6 @@ def _quiet_dask_logs():
 def _one_line(exc):
     text = " ".join(str(exc).split())
     return text[:200] or type(exc).__name__
-
-
-QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
 
 
 def start_quiet_resource_tracker():
