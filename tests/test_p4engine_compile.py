@@ -185,6 +185,19 @@ def test_each_pipeline_has_its_own_tables_and_registers():
     assert a.registers["I.seen"].read(0) == 5
 
 
+def test_each_pipeline_runs_its_own_copy_of_the_program_code():
+    # The interpreter specializes a code object for the globals it last ran with; switches of one
+    # fabric sharing code would undo each other's specializations on every frame.
+    p = compile_source(program("", PARSE_ETH_TAG, "apply { standard_metadata.egress_spec = 1; }"))
+    a, b = p.new_pipeline(), p.new_pipeline()
+    functions = [name for name, v in a.namespace.items() if callable(v) and getattr(v, "__globals__", None) is a.namespace]
+    assert functions
+    for name in functions:
+        assert a.namespace[name].__code__ is not b.namespace[name].__code__, name
+        assert a.namespace[name].__code__.co_code == b.namespace[name].__code__.co_code, name
+    assert a.process(0, ETH + b"\x00\x00") == b.process(0, ETH + b"\x00\x00") == [(1, ETH + b"\x00\x00")]
+
+
 def test_header_stack_next_and_overflow_error():
     src = HEADERS.replace("struct headers_t { ethernet_t ethernet; tag_t tag; }",
                           "struct headers_t { ethernet_t ethernet; tag_t[2] tags; }") + """
