@@ -347,6 +347,7 @@ def test_a_fault_not_reached_in_its_phase_does_not_happen_in_the_next(tmp_path):
     assert wires_up
 
 
+@pytest.mark.usefixtures("sigint_as_from_a_terminal")
 def test_ctrl_c_while_a_finished_phase_is_reported_waits_for_its_summary(tmp_path, monkeypatch):
     # Ctrl-C in the second or so after the traffic, while counters were read and plots drawn,
     # lost the whole summary.json of a run whose collective had completed

@@ -321,6 +321,7 @@ def finished_points(out):
     return [p for p in points.iterdir() if not p.name.startswith(".")] if points.exists() else []
 
 
+@pytest.mark.usefixtures("sigint_as_from_a_terminal")
 def test_ctrl_c_keeps_finished_points_and_a_rerun_finishes_the_rest(tmp_path):
     # Interrupted once a point is in, while the other runs. Before: now and then a worker, busy
     # with its point while the cluster closed, printed "distributed.worker - ERROR - Failed to
@@ -349,6 +350,7 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_finishes_the_rest(tmp_path):
     assert sorted(row["seed"] for row in doc["points"]) == [0, 1]
 
 
+@pytest.mark.usefixtures("sigint_as_from_a_terminal")
 def test_ctrl_c_leaves_nothing_of_the_point_a_worker_was_killed_in(tmp_path):
     # Closing the cluster gives a worker busy with a point 4 s, then kills it: the point's
     # scratch directory, in /tmp, was left there for good. One worker: the long point runs
@@ -364,6 +366,7 @@ def test_ctrl_c_leaves_nothing_of_the_point_a_worker_was_killed_in(tmp_path):
     assert not list(temp.glob("rocelab-point-*"))
 
 
+@pytest.mark.usefixtures("sigint_as_from_a_terminal")
 def test_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
     # The workers, spawned afresh, took the Ctrl-C while they imported Dask (before the preload
     # that ignores it): each printed a KeyboardInterrupt traceback (or "Fatal Python error:
@@ -383,6 +386,7 @@ def test_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
     assert doc["status"] == "interrupted" and doc["counts"]["cancelled"] == 3
 
 
+@pytest.mark.usefixtures("sigint_as_from_a_terminal")
 def test_a_second_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
     # The second Ctrl-C acts at once, inside Dask's LocalCluster constructor: the cluster left
     # half made failed in Dask's exit hook ("Exception ignored in atexit callback ...
@@ -477,6 +481,7 @@ def test_a_run_whose_output_is_captured_makes_no_multiprocessing_lock():
     assert res.stdout.strip() == "None"
 
 
+@pytest.mark.usefixtures("sigint_as_from_a_terminal")
 def test_ctrl_c_while_the_local_cluster_starts_closes_it_once_up(monkeypatch):
     # Ctrl-C in the seconds a LocalCluster takes to start left it half made, and Dask's exit
     # hook failed on it: "Exception ignored in atexit callback: close_clusters ... Status.init"
