@@ -234,6 +234,28 @@ def test_faults_at_simulated_times(tmp_path):
         parse_fault("spine1 down", clos)
 
 
+@pytest.mark.parametrize("text, says", [
+    ("link:leaf9-spine1:down@1us", "no switch 'leaf9' (the fabric has spine1, spine2, leaf1, leaf2)"),
+    ("link:leaf1-spine9:down@1us", "no switch 'spine9' (the fabric has spine1, spine2, leaf1, leaf2)"),
+    ("link:leaf1:down@1us", "a link is SWITCH-SWITCH, e.g. leaf1-spine1"),
+    ("switch:core1:down@1us", "no switch 'core1' (the fabric has spine1, spine2, leaf1, leaf2)"),
+    ("nic:h9:stop@1us", "no host 'h9' (the fabric has h1, h2, h3, h4)"),
+])
+def test_a_fault_on_what_the_fabric_lacks_names_what_it_has(text, says):
+    from testbed.sim.faults import FaultError, parse_fault
+    clos = build(ClosSpec(spines=2, leaves=2, hosts_per_leaf=2, link_rate_mbps=RATE, clock="virtual"))
+    with pytest.raises(FaultError) as err:
+        parse_fault(text, clos)
+    assert str(err.value) == f"--fault {text!r}: {says}"
+
+
+def test_a_fault_on_a_large_fabric_names_the_ends_of_its_hosts():
+    from testbed.sim.faults import FaultError, parse_fault
+    clos = build(ClosSpec(spines=1, leaves=4, hosts_per_leaf=4, link_rate_mbps=RATE, clock="virtual"))
+    with pytest.raises(FaultError, match=r"no host 'h17' \(the fabric has h1, h2, \.\.\., h16\)$"):
+        parse_fault("nic:h17:slow=50%@0", clos)
+
+
 def test_incast_lossless_with_800g_uplinks(tmp_path):
     """1:2 subscription (800G uplinks): each switch's headroom is sized for its fastest port.
     (A headroom sized for 400G everywhere dropped 293 lossless packets here.)"""

@@ -40,6 +40,12 @@ class Fault:
         return f"{self.kind}:{what}:{act}@{us}us"
 
 
+def _listed(names, most=8):
+    """The fabric's names for an error message: all of a few, the ends of many."""
+    names = list(names)
+    return ", ".join(names) if len(names) <= most else f"{names[0]}, {names[1]}, ..., {names[-1]}"
+
+
 def parse_fault(text, clos):
     """One --fault argument -> Fault, checked against the fabric; FaultError names what is wrong."""
     m = _SPEC.match(text.strip())
@@ -56,8 +62,11 @@ def parse_fault(text, clos):
     value = 0.0
     if kind == "link":
         ends = tuple(target.split("-"))
-        if len(ends) != 2 or any(e not in clos.switches for e in ends):
+        if len(ends) != 2:
             raise FaultError(f"--fault {text!r}: a link is SWITCH-SWITCH, e.g. leaf1-spine1")
+        for end in ends:
+            if end not in clos.switches:
+                raise FaultError(f"--fault {text!r}: no switch {end!r} (the fabric has {_listed(clos.switches)})")
         if not any(p.peer == ends[1] for p in clos.switches[ends[0]].ports.values()):
             raise FaultError(f"--fault {text!r}: there is no link between {ends[0]} and {ends[1]}")
         if action not in ("down", "up"):
@@ -65,13 +74,13 @@ def parse_fault(text, clos):
     elif kind == "switch":
         ends = (target,)
         if target not in clos.switches:
-            raise FaultError(f"--fault {text!r}: no switch {target!r}")
+            raise FaultError(f"--fault {text!r}: no switch {target!r} (the fabric has {_listed(clos.switches)})")
         if action != "down":
             raise FaultError(f"--fault {text!r}: a switch can only go down")
     else:
         ends = (target,)
         if target not in clos.hosts:
-            raise FaultError(f"--fault {text!r}: no host {target!r}")
+            raise FaultError(f"--fault {text!r}: no host {target!r} (the fabric has {_listed(clos.hosts)})")
         if action in ("stop", "resume"):
             pass
         elif action.startswith("slow="):
