@@ -46,6 +46,11 @@ def _listed(names, most=8):
     return ", ".join(names) if len(names) <= most else f"{names[0]}, {names[1]}, ..., {names[-1]}"
 
 
+def _check_switch(text, name, clos):
+    if name not in clos.switches:
+        raise FaultError(f"--fault {text!r}: no switch {name!r} (the fabric has {_listed(clos.switches)})")
+
+
 def parse_fault(text, clos):
     """One --fault argument -> Fault, checked against the fabric; FaultError names what is wrong."""
     m = _SPEC.match(text.strip())
@@ -65,16 +70,14 @@ def parse_fault(text, clos):
         if len(ends) != 2:
             raise FaultError(f"--fault {text!r}: a link is SWITCH-SWITCH, e.g. leaf1-spine1")
         for end in ends:
-            if end not in clos.switches:
-                raise FaultError(f"--fault {text!r}: no switch {end!r} (the fabric has {_listed(clos.switches)})")
+            _check_switch(text, end, clos)
         if not any(p.peer == ends[1] for p in clos.switches[ends[0]].ports.values()):
             raise FaultError(f"--fault {text!r}: there is no link between {ends[0]} and {ends[1]}")
         if action not in ("down", "up"):
             raise FaultError(f"--fault {text!r}: a link goes down or up")
     elif kind == "switch":
         ends = (target,)
-        if target not in clos.switches:
-            raise FaultError(f"--fault {text!r}: no switch {target!r} (the fabric has {_listed(clos.switches)})")
+        _check_switch(text, target, clos)
         if action != "down":
             raise FaultError(f"--fault {text!r}: a switch can only go down")
     else:
