@@ -443,6 +443,27 @@ newline"
     line, col = line_col(bad, "x = 1")
     assert f":{line}:{col}:" in refused(bad)
 
+
+def test_a_line_comment_ending_in_a_backslash_goes_on_over_the_next_line():
+    # cpp splices backslash-newlines before it strips comments (gcc warns "multi-line comment"),
+    # so p4c never sees the line after `// ... \`; the engine compiled it
+    src = program('''
+        // forward everything to port 5, \\
+        this line is part of the comment above
+        apply { sm.egress_spec = 5; }''')
+    assert compile_source(src).new_pipeline().process(0, frame()) == [(5, frame())]
+    assert compile_source(src.replace("\n", "\r\n")).new_pipeline().process(0, frame()) == [(5, frame())]
+    # the lines after it keep their numbers
+    bad = src.replace("sm.egress_spec = 5;", "sm.egress_spec = 5; x = 1;")
+    line, col = line_col(bad, "x = 1")
+    assert f":{line}:{col}:" in refused(bad)
+
+
+def test_an_unterminated_string_after_a_block_comment_is_reported_on_its_own_line():
+    src = "/* one\ntwo\nthree */\nconst bit<8> x = 1;\n@name(\"open\n"
+    assert refused(src).startswith("<string>:5:7: error: unterminated string literal")
+
+
 def test_a_parenthesized_mask_range_or_default_is_a_keyset_of_one():
     # p4c's reducedSimpleKeysetExpression (issue2514.p4): (a &&& m), (lo .. hi), (_), (default)
     src = """

@@ -38,15 +38,20 @@ def strip_comments(text, file, source_map):
             i = j + 1
         elif text.startswith("//", i):
             j = text.find("\n", i)
+            while j > 0 and text.endswith(("\\", "\\\r"), i, j):
+                # cpp splices a backslash-newline before it strips comments: the comment
+                # goes on over the next line (blanked, its newline kept for the line count)
+                j = text.find("\n", j + 1)
             j = n if j < 0 else j
-            out.append(" " * (j - i))
+            out.append(_blank(text[i:j]))
+            line += text.count("\n", i, j)
             i = j
         elif text.startswith("/*", i):
             j = text.find("*/", i + 2)
             if j < 0:
                 raise P4Error("unterminated /* comment", Loc(file, line, 1), source_map)
-            chunk = text[i:j + 2]
-            out.append("".join("\n" if ch == "\n" else " " for ch in chunk))
+            out.append(_blank(text[i:j + 2]))
+            line += text.count("\n", i, j)
             i = j + 2
         else:
             if c == "\n":
@@ -54,6 +59,11 @@ def strip_comments(text, file, source_map):
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def _blank(comment):
+    """A comment's text as spaces, its newlines kept."""
+    return re.sub(r"[^\n]", " ", comment) if "\n" in comment else " " * len(comment)
 
 
 def _column(text, i):
