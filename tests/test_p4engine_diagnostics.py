@@ -123,6 +123,12 @@ CASES = [
 
 # near misses of the front-end rules above: what p4c accepts must still compile
 ACCEPTED = [
+    ("@defaultonly as the default action, @tableonly in a const entry",
+     ingress("""    action a() { }
+    action b() { }
+    table t { key = { hdr.h.a: exact; } actions = { @tableonly a; @defaultonly b; }
+              const entries = { 3 : a(); } default_action = b; }
+    apply { t.apply(); }""") + TAIL),
     ("int parameter without direction is fine outside actions; in bit<8> in an action",
      ingress("""    action a(in bit<8> v) { hdr.h.a = v; }
     apply { a(1); }""") + TAIL),
@@ -181,6 +187,15 @@ CASES += [
      ["function 'f' is overloaded (first declared at line", "not supported by this engine"]),
     ("an error declared in two error lists", "error { Oops }\nerror { Oops }\n" + ingress("    apply { }") + TAIL,
      "Oops }", ["'Oops'"] + TWICE),
+    ("a @defaultonly action in a const entry (p4c issue1580: was refused at the table)",
+     ingress("""    action a() { }
+    table t { key = { hdr.h.a: exact; } actions = { @defaultonly a; NoAction; }
+              const entries = { 3 : a(); } }
+    apply { t.apply(); }""") + TAIL, "3 : a()", ["table I.t: action I.a is @defaultonly"]),
+    ("a @tableonly action as the default (p4c issue1580: was refused at the table)",
+     ingress("""    action a() { }
+    table t { key = { hdr.h.a: exact; } actions = { @tableonly a; NoAction; } default_action = a; }
+    apply { t.apply(); }""") + TAIL, "a; }", ["table I.t: action I.a is @tableonly"]),
     ("a control instantiated at the top level (p4c issue388)",
      "control S() { apply { } }\nS() s;\n" + ingress("    apply { s.apply(); }") + TAIL, "s;",
      ["s: a control cannot be instantiated at the top level"]),

@@ -109,6 +109,22 @@ def test_two_used_actions_sharing_a_control_plane_name_are_refused():
     assert refused(src).startswith(f"<string>:{line}:{col}: error: two actions are both named 'NoAction'")
 
 
+def test_of_two_used_actions_sharing_a_name_the_later_in_the_source_is_refused():
+    # p4c's multicast-bmv2.p4 (p4_16_errors): egress's @name("._drop") comes first in the file,
+    # and p4c refuses ingress's; the engine, which compiles ingress first, pointed at egress's
+    src = program('''@name("._drop") action drop_in() { mark_to_drop(sm); }
+    apply { drop_in(); }''')
+    empty_egress = ("control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) "
+                    "{ apply { } }")
+    egress = ("control E(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {\n"
+              '    @name("._drop") action drop_out() { mark_to_drop(sm); }\n'
+              "    apply { drop_out(); }\n}\n")
+    assert src.count(empty_egress) == 1
+    src = src.replace(empty_egress, "").replace("control I(", egress + "control I(")
+    line, col = line_col(src, '@name("._drop") action drop_in')
+    assert refused(src).startswith(f"<string>:{line}:{col}: error: two actions are both named '_drop'")
+
+
 def test_an_action_called_only_by_an_unused_action_is_unused_too():
     src = program(CLASHING_ACTIONS.replace("apply {", "action never() { NoAction_2(); fwd_1(); }\n        apply {")
                   % "")

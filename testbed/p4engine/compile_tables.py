@@ -8,6 +8,11 @@ from .resource_limits import MAX_EXTERN_SIZE
 from .syntax import Node
 
 
+def _marked(info, annotation):
+    """The names of a table's actions listed with @tableonly or @defaultonly."""
+    return {ai.name for ai, annos in info.actions if anno(annos, annotation)}
+
+
 class TablesMixin:
     """Compiler methods; the Compiler (compiler.py) provides the state they use."""
 
@@ -141,6 +146,9 @@ class TablesMixin:
             if ai.name not in [a.name for a, _ in info.actions]:
                 self.err(f"table {d.name}: default action {ai.name} is not in its actions list",
                          getattr(info, "_default_loc", d.loc))
+            if ai.name in _marked(info, "tableonly"):
+                self.err(f"table {info.name}: action {ai.name} is @tableonly: it cannot be the default action",
+                         getattr(info, "_default_loc", d.loc))
 
     def _runtime_table(self, info, ctx):
         """The tables.Table the pipelines run (with its const entries)."""
@@ -156,8 +164,7 @@ class TablesMixin:
         capacity = self._table_capacity(info, keys, const_entries)
         action_names = [ai.name for ai, _ in info.actions]
         action_params = {ai.name: ai.runtime_params for ai, _ in info.actions}
-        table_only = {ai.name for ai, an in info.actions if anno(an, "tableonly")}
-        default_only = {ai.name for ai, an in info.actions if anno(an, "defaultonly")}
+        table_only, default_only = _marked(info, "tableonly"), _marked(info, "defaultonly")
         try:
             table_class = tb.IdleTimeoutTable if info.idle_timeout else tb.Table
             obj = table_class(info.name, keys, action_names, size=capacity, default_action=default,
@@ -270,6 +277,7 @@ class TablesMixin:
         from . import tables as tb
         entries = []
         nkeys = len(info.keys)
+        default_only = _marked(info, "defaultonly")
         for e in node.entries:
             # a list expression {a, b} there is the keyset tuple (a, b), as p4c reads it
             ks = e.keyset.items if e.keyset.kind in ("ks_tuple", "list") else [e.keyset]
@@ -281,6 +289,8 @@ class TablesMixin:
             ai, args = self.action_call_const(e.action, ctx, "entry action")
             if ai.name not in [a.name for a, _ in info.actions]:
                 self.err(f"entry action {ai.name} is not in table {info.decl.name}'s actions", e.action.loc)
+            if ai.name in default_only:
+                self.err(f"table {info.name}: action {ai.name} is @defaultonly: an entry cannot use it", e.loc)
             prio = None
             pa = anno(e.annos, "priority") or anno(e.annos2, "priority")
             if pa is not None and pa.args:

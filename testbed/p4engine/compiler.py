@@ -137,7 +137,11 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
         for name, infos in self.action_name_clashes.items():
             live = [ai for ai in infos if id(ai) in live_ids] if name in used else []
             if len(live) > 1:
-                self.err(f"two actions are both named '{name}'", live[1].decl.loc)
+                # the later one in the source is the duplicate (p4c's check walks the program in
+                # source order; the engine compiles the controls in the package's order)
+                in_source = sorted(live, key=lambda ai: (ai.decl.loc.line, ai.decl.loc.col))
+                one_file = len({ai.decl.loc.file for ai in live}) == 1
+                self.err(f"two actions are both named '{name}'", (in_source if one_file else live)[1].decl.loc)
             if live:
                 self.out.actions[name] = live[0]
 
