@@ -139,9 +139,9 @@ class Compiler(DeclarationsMixin, TablesMixin, BlocksMixin, StatementsMixin, Exp
             if len(live) > 1:
                 # the later one in the source is the duplicate (p4c's check walks the program in
                 # source order; the engine compiles the controls in the package's order)
-                in_source = sorted(live, key=lambda ai: (ai.decl.loc.line, ai.decl.loc.col))
-                one_file = len({ai.decl.loc.file for ai in live}) == 1
-                self.err(f"two actions are both named '{name}'", (in_source if one_file else live)[1].decl.loc)
+                if len({ai.decl.loc.file for ai in live}) == 1:
+                    live.sort(key=lambda ai: (ai.decl.loc.line, ai.decl.loc.col))
+                self.err(f"two actions are both named '{name}'", live[1].decl.loc)
             if live:
                 self.out.actions[name] = live[0]
 
